@@ -1,0 +1,274 @@
+//! arca: the one binary. Parses the command line and config, composes the services this
+//! process hosts, hands them to the supervisor, and turns its outcome into the exit code.
+//!
+//! Exit codes: 0 clean stop, 1 a service failed or shutdown overran its deadline, 2 bad
+//! configuration or usage, 130 forced by a second signal.
+
+mod health;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use arca_config::{Config, Origin, Overrides, RegistryKind};
+use arca_runtime::{Service, Supervisor};
+use arca_transport::{MemoryRegistry, Registry, StaticRegistry};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "arca",
+    version,
+    about = "arca: file sync and share, one binary from laptop to cluster"
+)]
+struct Cli {
+    /// YAML config file; without one, built-in defaults (embedded stores, all services).
+    #[arg(long, global = true, env = "ARCA_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run services: all six by default, or the group named by --services / ARCA_SERVICES.
+    Server(ServerArgs),
+    /// Ask a running process whether it is ready (its /readyz); exit 0 if so, 1 if not.
+    Health {
+        /// The process's debug address (default: debug.addr from the config).
+        #[arg(long)]
+        debug_addr: Option<String>,
+    },
+    /// Write a commented config file with freshly generated secrets.
+    Init {
+        /// Overwrite the file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Args, Default)]
+struct ServerArgs {
+    /// Comma-separated services to host: proxy, frontend, gateway, storage-users,
+    /// storage-system, sharing.
+    #[arg(long)]
+    services: Option<String>,
+    /// Where embedded stores keep their data (data_dir).
+    #[arg(long)]
+    data_dir: Option<String>,
+    /// Address of this process's debug server: /healthz, /readyz, /metrics (debug.addr).
+    #[arg(long)]
+    debug_addr: Option<String>,
+    /// The public HTTP address (proxy.http.addr).
+    #[arg(long)]
+    proxy_http_addr: Option<String>,
+    /// Log format: pretty or json (log.format).
+    #[arg(long)]
+    log_format: Option<String>,
+    /// Any other setting, as a dotted key: --set shutdown.timeout=10s (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(args) => server(cli.config, args),
+        Command::Health { debug_addr } => health::run(cli.config, debug_addr),
+        Command::Init { force } => init(cli.config, force),
+    }
+}
+
+fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {
+    let config = match load_config(file.as_deref(), &args) {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("config error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("arca: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match serve(config).await {
+            Ok(code) => code,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                eprintln!("arca: {e:#}");
+                1
+            }
+        }
+    });
+    // Exit now: the outcome is final, and waiting for idle connection tasks to notice the
+    // runtime going away would only delay the exit.
+    std::process::exit(code)
+}
+
+fn load_config(file: Option<&std::path::Path>, args: &ServerArgs) -> Result<Config, String> {
+    let mut flags = Overrides::default();
+    let named = [
+        ("services", "--services", &args.services),
+        ("data_dir", "--data-dir", &args.data_dir),
+        ("debug.addr", "--debug-addr", &args.debug_addr),
+        (
+            "proxy.http.addr",
+            "--proxy-http-addr",
+            &args.proxy_http_addr,
+        ),
+        ("log.format", "--log-format", &args.log_format),
+    ];
+    for (key, flag, value) in named {
+        if let Some(v) = value {
+            flags.push(key, v.clone(), Origin::Flag(flag.into()));
+        }
+    }
+    for assignment in &args.set {
+        flags.push_set(assignment).map_err(|e| e.to_string())?;
+    }
+    let config = arca_config::load_from_process(file, flags).map_err(|e| e.to_string())?;
+    check_reachability(&config)?;
+    Ok(config)
+}
+
+/// A dependency this process does not host must be findable through the registry; with the
+/// in-process registry nothing remote ever is, so that is a configuration error, caught before
+/// anything binds.
+fn check_reachability(config: &Config) -> Result<(), String> {
+    for name in &config.services {
+        for dep in compose(name, config).dependencies() {
+            if config.hosts(dep) {
+                continue;
+            }
+            let listed = config.registry.static_endpoints.contains_key(*dep);
+            let source = config
+                .source
+                .as_ref()
+                .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
+            match config.registry.kind {
+                RegistryKind::Static if listed => {}
+                RegistryKind::Static => {
+                    return Err(format!(
+                        "registry.static.{dep}: missing: {name} depends on {dep}, which this process does not host ({source})"
+                    ));
+                }
+                RegistryKind::Memory => {
+                    return Err(format!(
+                        "registry.kind: \"memory\" cannot find {dep}, which {name} depends on and this process does not host; use a static registry ({source})"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The one table of what this binary can host.
+fn compose(name: &str, config: &Config) -> Box<dyn Service> {
+    match name {
+        "proxy" => Box::new(arca_proxy::Proxy::new(config)),
+        "frontend" => Box::new(arca_frontend::Frontend),
+        "gateway" => Box::new(arca_gateway::Gateway),
+        "storage-users" => Box::new(arca_storage_users::StorageUsers),
+        "storage-system" => Box::new(arca_storage_system::StorageSystem),
+        // The config crate accepts only the six names; this is the sixth.
+        _ => Box::new(arca_sharing::Sharing),
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<i32> {
+    let telemetry = arca_runtime::telemetry::init(&config).context("telemetry")?;
+    let config = Arc::new(config);
+    let registry: Arc<dyn Registry> = match config.registry.kind {
+        RegistryKind::Memory => Arc::new(MemoryRegistry::new()),
+        RegistryKind::Static => Arc::new(StaticRegistry::new(&config.registry.static_endpoints)),
+    };
+    let services = config
+        .services
+        .iter()
+        .map(|name| compose(name, &config))
+        .collect();
+    let supervisor = Supervisor::new(config.clone(), services, registry);
+    let debug_addr = arca_runtime::debug::spawn(
+        &config.debug.addr,
+        supervisor.health(),
+        Some(telemetry.metrics.clone()),
+    )?;
+    tracing::info!(
+        services = %config.services.join(","),
+        debug = %format!("http://{debug_addr}"),
+        config = %config.source.as_ref().map_or_else(|| "built-in defaults".to_owned(), |p| p.display().to_string()),
+        "arca starting"
+    );
+    if config.hosts("proxy") {
+        tracing::info!("public HTTP on http://{}", config.proxy.http.addr);
+    }
+    let outcome = supervisor.run().await?;
+    let code = outcome.exit_code();
+    match &outcome {
+        arca_runtime::Outcome::Clean => tracing::info!("stopped cleanly"),
+        arca_runtime::Outcome::Failed { service, cause } => {
+            tracing::error!(service, %cause, "stopped because a service failed");
+            eprintln!("arca: service {service} failed: {cause}");
+        }
+        arca_runtime::Outcome::TimedOut { stragglers } => {
+            tracing::error!(
+                ?stragglers,
+                "shutdown deadline passed with work still running"
+            );
+        }
+        // Skip flushing: the operator asked for an exit now.
+        arca_runtime::Outcome::Forced => return Ok(code),
+    }
+    telemetry.shutdown();
+    Ok(code)
+}
+
+fn init(file: Option<PathBuf>, force: bool) -> ExitCode {
+    let path = file.unwrap_or_else(|| PathBuf::from("arca.yaml"));
+    if path.exists() && !force {
+        eprintln!(
+            "arca init: {} exists; pass --force to overwrite it",
+            path.display()
+        );
+        return ExitCode::from(2);
+    }
+    let password = arca_config::generate_secret(12);
+    let text = arca_config::init_template(&arca_config::generate_secret(32), &password);
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        eprintln!("arca init: {}: {e}", parent.display());
+        return ExitCode::from(1);
+    }
+    if let Err(e) = write_private(&path, text.as_bytes()) {
+        eprintln!("arca init: {}: {e}", path.display());
+        return ExitCode::from(1);
+    }
+    println!("wrote {} (mode 0600)", path.display());
+    println!("admin password: {password}");
+    println!("start with: arca server --config {}", path.display());
+    ExitCode::SUCCESS
+}
+
+/// The file holds secrets: create it readable by its owner only.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}

@@ -1,0 +1,214 @@
+//! Every leaf key with its default, its environment variable and why it exists. One table feeds
+//! the loader's defaults, the environment mapping and the `arca init` template, so the three
+//! cannot drift apart.
+
+use config::{Map, Value, ValueKind};
+
+use crate::SERVICE_NAMES;
+
+pub(crate) enum DefaultValue {
+    /// No value: the setting is off until given.
+    Unset,
+    Text(&'static str),
+    List(&'static [&'static str]),
+    EmptyMap,
+}
+
+impl DefaultValue {
+    /// The default as a config-rs value, as if a source had given it.
+    pub(crate) fn to_value(&self) -> Option<Value> {
+        let kind = match self {
+            DefaultValue::Unset => return None,
+            DefaultValue::Text(text) => ValueKind::String((*text).to_owned()),
+            DefaultValue::List(items) => {
+                ValueKind::Array(items.iter().map(|i| Value::from(*i)).collect())
+            }
+            DefaultValue::EmptyMap => ValueKind::Table(Map::new()),
+        };
+        Some(Value::new(None, kind))
+    }
+}
+
+pub(crate) struct Key {
+    /// Dotted path, as `--set` takes it.
+    pub path: &'static str,
+    pub default: DefaultValue,
+    pub env: Option<&'static str>,
+    pub why: &'static str,
+}
+
+const fn key(
+    path: &'static str,
+    default: DefaultValue,
+    env: Option<&'static str>,
+    why: &'static str,
+) -> Key {
+    Key {
+        path,
+        default,
+        env,
+        why,
+    }
+}
+
+use DefaultValue::{EmptyMap, List, Text, Unset};
+
+/// In template order: siblings must stay next to each other.
+pub(crate) const KEYS: &[Key] = &[
+    key(
+        "data_dir",
+        Text("./data"),
+        Some("ARCA_DATA_DIR"),
+        "Directory where services keep their files and databases.",
+    ),
+    key(
+        "services",
+        List(&SERVICE_NAMES),
+        Some("ARCA_SERVICES"),
+        "Services this process hosts (a comma list in env and flags); others are found through the registry.",
+    ),
+    key(
+        "log.format",
+        Text("pretty"),
+        Some("ARCA_LOG_FORMAT"),
+        "pretty for people at a terminal, json for log collectors.",
+    ),
+    key(
+        "log.level",
+        Text("info"),
+        Some("ARCA_LOG_LEVEL"),
+        "A tracing filter, e.g. info or arca_gateway=debug,info.",
+    ),
+    key(
+        "tracing.otlp.endpoint",
+        Unset,
+        Some("ARCA_TRACING_OTLP_ENDPOINT"),
+        "OTLP collector as http(s)://HOST:PORT; empty exports no traces.",
+    ),
+    key(
+        "tracing.otlp.service_name",
+        Text("arca"),
+        None,
+        "Service name attached to exported traces.",
+    ),
+    key(
+        "debug.addr",
+        Text("127.0.0.1:9205"),
+        Some("ARCA_DEBUG_ADDR"),
+        "HOST:PORT of this process's debug server: health, readiness, metrics.",
+    ),
+    key(
+        "shutdown.drain_delay",
+        Text("0s"),
+        Some("ARCA_SHUTDOWN_DRAIN_DELAY"),
+        "Wait between turning not-ready and stopping, so load balancers stop sending work first.",
+    ),
+    key(
+        "shutdown.timeout",
+        Text("30s"),
+        Some("ARCA_SHUTDOWN_TIMEOUT"),
+        "Deadline for a clean stop; services still running after it are aborted.",
+    ),
+    key(
+        "registry.kind",
+        Text("memory"),
+        None,
+        "How services find each other: memory (this process only) or static (the map below).",
+    ),
+    key(
+        "registry.static",
+        EmptyMap,
+        None,
+        "With kind static: service name -> endpoints, e.g. {gateway: [tcp://10.0.0.2:9142]}.",
+    ),
+    key(
+        "identity.secret",
+        Unset,
+        Some("ARCA_IDENTITY_SECRET"),
+        "Signs the identity tokens services pass to each other; the same in every process.",
+    ),
+    key(
+        "identity.admin_password",
+        Unset,
+        Some("ARCA_ADMIN_PASSWORD"),
+        "Password of the initial admin user.",
+    ),
+    key(
+        "proxy.endpoint",
+        Text("mem://proxy"),
+        None,
+        "Where the proxy's internal API listens: mem://NAME, unix:///PATH or tcp://HOST:PORT.",
+    ),
+    key(
+        "proxy.http.addr",
+        Text("127.0.0.1:9200"),
+        Some("ARCA_PROXY_HTTP_ADDR"),
+        "HOST:PORT where clients reach arca over HTTP.",
+    ),
+    key(
+        "frontend.endpoint",
+        Text("mem://frontend"),
+        None,
+        "Where the frontend service listens.",
+    ),
+    key(
+        "gateway.endpoint",
+        Text("mem://gateway"),
+        None,
+        "Where the gateway service listens.",
+    ),
+    key(
+        "storage-users.endpoint",
+        Text("mem://storage-users"),
+        None,
+        "Where the storage of users' spaces listens.",
+    ),
+    key(
+        "storage-system.endpoint",
+        Text("mem://storage-system"),
+        None,
+        "Where the storage of system data listens.",
+    ),
+    key(
+        "sharing.endpoint",
+        Text("mem://sharing"),
+        None,
+        "Where the sharing service listens.",
+    ),
+];
+
+/// The built-in default of a leaf key, if it has one.
+pub(crate) fn default_of(path: &str) -> Option<Value> {
+    KEYS.iter()
+        .find(|k| k.path == path)
+        .and_then(|k| k.default.to_value())
+}
+
+/// The dotted key an `ARCA_*` variable sets; `None` for names that are not ours.
+pub(crate) fn key_of_env(var: &str) -> Option<&'static str> {
+    KEYS.iter().find(|k| k.env == Some(var)).map(|k| k.path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn env_names_are_unique_and_prefixed() {
+        let mut seen = HashSet::new();
+        for var in KEYS.iter().filter_map(|k| k.env) {
+            assert!(var.starts_with("ARCA_"), "{var}");
+            assert!(seen.insert(var), "{var} twice");
+        }
+        assert_eq!(key_of_env("ARCA_PROXY_HTTP_ADDR"), Some("proxy.http.addr"));
+        assert_eq!(key_of_env("ARCA_CONFIG"), None);
+    }
+
+    #[test]
+    fn paths_are_unique() {
+        let paths: HashSet<_> = KEYS.iter().map(|k| k.path).collect();
+        assert_eq!(paths.len(), KEYS.len());
+    }
+}

@@ -1,0 +1,171 @@
+//! arca-config owns arca's one configuration: the typed [`Config`], its layered [`load`]
+//! (built-in defaults → YAML file → `ARCA_*` environment → flags) and the `arca init` template.
+//!
+//! Every value is validated here, before any port is bound, and every [`ConfigError`] is one
+//! line naming the dotted key, the problem and the [`Origin`] of the offending value.
+
+mod error;
+mod keys;
+mod load;
+mod template;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arca_transport::Endpoint;
+
+pub use error::{ConfigError, Origin, Problem};
+pub use load::{Overrides, load, load_from_process};
+pub use template::{generate_secret, init_template};
+
+/// Every service arca knows, in start order for an all-in-one process.
+pub const SERVICE_NAMES: [&str; 6] = [
+    "proxy",
+    "frontend",
+    "gateway",
+    "storage-users",
+    "storage-system",
+    "sharing",
+];
+
+/// The whole configuration of one `arca` process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The YAML file that was read, if any.
+    pub source: Option<PathBuf>,
+    pub data_dir: PathBuf,
+    /// Services hosted by this process: names from [`SERVICE_NAMES`], no duplicates, never empty.
+    pub services: Vec<String>,
+    pub log: LogConfig,
+    pub tracing: TracingConfig,
+    pub debug: DebugConfig,
+    pub shutdown: ShutdownConfig,
+    pub registry: RegistryConfig,
+    pub identity: IdentityConfig,
+    pub proxy: ProxyConfig,
+    pub frontend: ServiceSection,
+    pub gateway: ServiceSection,
+    pub storage_users: ServiceSection,
+    pub storage_system: ServiceSection,
+    pub sharing: ServiceSection,
+}
+
+impl Config {
+    /// The configured endpoint of a service, by its name in [`SERVICE_NAMES`].
+    pub fn endpoint(&self, service: &str) -> Option<&Endpoint> {
+        let section = match service {
+            "proxy" => return Some(&self.proxy.endpoint),
+            "frontend" => &self.frontend,
+            "gateway" => &self.gateway,
+            "storage-users" => &self.storage_users,
+            "storage-system" => &self.storage_system,
+            "sharing" => &self.sharing,
+            _ => return None,
+        };
+        Some(&section.endpoint)
+    }
+
+    /// Whether this process hosts `service`.
+    pub fn hosts(&self, service: &str) -> bool {
+        self.services.iter().any(|s| s == service)
+    }
+}
+
+impl Default for Config {
+    /// The built-in defaults, as `load(None, [], Overrides::default())` gives them.
+    fn default() -> Self {
+        // The defaults are constants checked by `defaults_are_valid`; failing here is a bug in
+        // this crate, not bad input.
+        load(None, [], Overrides::default()).expect("built-in defaults are valid")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A `tracing_subscriber::EnvFilter` directive, kept as written.
+    pub level: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracingConfig {
+    pub otlp: OtlpConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// `http(s)://HOST:PORT` of an OTLP collector; `None` exports nothing.
+    pub endpoint: Option<String>,
+    pub service_name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebugConfig {
+    /// `HOST:PORT` of the process's debug server.
+    pub addr: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownConfig {
+    pub drain_delay: Duration,
+    /// Always greater than zero.
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistryConfig {
+    pub kind: RegistryKind,
+    /// YAML key `static`: service name → its endpoints; every name is in [`SERVICE_NAMES`] and
+    /// every list is non-empty.
+    pub static_endpoints: BTreeMap<String, Vec<Endpoint>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistryKind {
+    Memory,
+    Static,
+}
+
+/// Secrets; `Debug` shows only whether each is set.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IdentityConfig {
+    /// Signs the internal identity tokens.
+    pub secret: Option<String>,
+    pub admin_password: Option<String>,
+}
+
+impl fmt::Debug for IdentityConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
+        f.debug_struct("IdentityConfig")
+            .field("secret", &redact(&self.secret))
+            .field("admin_password", &redact(&self.admin_password))
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyConfig {
+    pub endpoint: Endpoint,
+    pub http: ProxyHttp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyHttp {
+    /// `HOST:PORT` where clients reach arca.
+    pub addr: String,
+}
+
+/// The part of the config every service has: where it listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceSection {
+    pub endpoint: Endpoint,
+}

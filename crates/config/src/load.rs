@@ -1,0 +1,1084 @@
+//! Layering and validation.
+//!
+//! config-rs reads the YAML and merges the layers (file, then each env var, then each flag, later
+//! wins). We then walk the merged tree ourselves instead of handing it to serde: serde's errors
+//! through config-rs lose the origin of a value and say little about which key was unknown, and
+//! every message here must name the full key, the problem and where the value came from. Each
+//! value keeps its origin as a config-rs origin string holding an index into our own `Origin`
+//! list. Defaults are not in the tree: the walk falls back to them for absent keys.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use arca_transport::{Endpoint, is_host_port};
+use config::{FileFormat, Format, Map, Source, Value, ValueKind};
+
+use crate::keys::{default_of, key_of_env};
+use crate::{
+    Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin, OtlpConfig,
+    Problem, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, SERVICE_NAMES, ServiceSection,
+    ShutdownConfig, TracingConfig,
+};
+
+/// Values from command-line flags, in order (later wins), built by the binary: e.g.
+/// `("services", "proxy,gateway", Origin::Flag("--services"))` or `("debug.addr", …)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides(pub Vec<(String, String, Origin)>);
+
+impl Overrides {
+    /// Adds one dotted key and its raw value.
+    pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>, origin: Origin) {
+        self.0.push((key.into(), value.into(), origin));
+    }
+
+    /// Adds the argument of a generic `--set KEY=VALUE` flag.
+    pub fn push_set(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let origin = Origin::Flag("--set".to_owned());
+        match assignment.split_once('=') {
+            Some((key, value)) => {
+                self.push(key.trim(), value, origin);
+                Ok(())
+            }
+            None => Err(ConfigError::Invalid {
+                key: "set".to_owned(),
+                problem: Problem::NotAssignment(format!("{assignment:?}")),
+                origin,
+            }),
+        }
+    }
+}
+
+/// Loads the configuration: defaults, then `file` if given, then the `ARCA_*` variables of
+/// `env` (others are ignored: the environment is not ours alone), then `flags`.
+pub fn load(
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: Overrides,
+) -> Result<Config, ConfigError> {
+    let text = match file {
+        Some(path) => Some(
+            std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+                path: path.to_owned(),
+                error,
+            })?,
+        ),
+        None => None,
+    };
+    let file = file.zip(text.as_deref());
+    load_layers(file, env, flags)
+}
+
+/// [`load`] with the process environment. A variable we read whose value is not UTF-8 is an
+/// error naming it; any other variable is skipped.
+pub fn load_from_process(file: Option<&Path>, flags: Overrides) -> Result<Config, ConfigError> {
+    let mut env = Vec::new();
+    for (var, value) in std::env::vars_os() {
+        let Some(var) = var.to_str() else { continue };
+        let Some(key) = key_of_env(var) else { continue };
+        match value.into_string() {
+            Ok(value) => env.push((var.to_owned(), value)),
+            Err(_) => {
+                return Err(ConfigError::Invalid {
+                    key: key.to_owned(),
+                    problem: Problem::NotUtf8,
+                    origin: Origin::Env(var.to_owned()),
+                });
+            }
+        }
+    }
+    load(file, env, flags)
+}
+
+/// One layer for config-rs: a map it merges as given.
+#[derive(Clone, Debug)]
+struct Layer(Map<String, Value>);
+
+impl Source for Layer {
+    fn clone_into_box(&self) -> Box<dyn Source + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn collect(&self) -> Result<Map<String, Value>, config::ConfigError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Registers `origin` and returns the config-rs origin string that points back at it.
+fn tag(origins: &mut Vec<Origin>, origin: Origin) -> String {
+    origins.push(origin);
+    (origins.len() - 1).to_string()
+}
+
+/// A layer setting one dotted key to a raw string.
+fn single(key: &str, value: String, tag: &str) -> Layer {
+    let mut map = Map::new();
+    map.insert(key.to_owned(), Value::new(Some(&tag.to_owned()), value));
+    Layer(map)
+}
+
+pub(crate) fn load_layers(
+    file: Option<(&Path, &str)>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: Overrides,
+) -> Result<Config, ConfigError> {
+    let mut origins = Vec::new();
+    let mut builder = config::Config::builder();
+    if let Some((path, text)) = file {
+        let tag = tag(&mut origins, Origin::File(path.to_owned()));
+        let map = FileFormat::Yaml.parse(Some(&tag), text).map_err(|err| {
+            // config-rs ends some messages with " in ORIGIN", which here is our tag.
+            let message = err.to_string();
+            let message = message
+                .strip_suffix(&format!(" in {tag}"))
+                .unwrap_or(&message);
+            yaml_error(path, message)
+        })?;
+        // config-rs parses top-level keys of a source as paths, so YAML `proxy.http: …` would
+        // silently mean proxy → http. Nested keys are not parsed, hence only the top level.
+        if let Some(dotted) = map.keys().filter(|k| k.contains(['.', '['])).min() {
+            return Err(ConfigError::Invalid {
+                key: dotted.clone(),
+                problem: Problem::DottedKey,
+                origin: Origin::File(path.to_owned()),
+            });
+        }
+        builder = builder.add_source(Layer(map));
+    }
+    for (var, value) in env {
+        let Some(key) = key_of_env(&var) else {
+            continue;
+        };
+        let tag = tag(&mut origins, Origin::Env(var));
+        builder = builder.add_source(single(key, value, &tag));
+    }
+    // One layer per flag: a layer is a HashMap, and a later flag must win over an earlier one.
+    for (key, value, origin) in flags.0 {
+        let valid = key.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+        if !valid {
+            return Err(ConfigError::Invalid {
+                problem: Problem::BadKey(format!("{key:?}")),
+                key,
+                origin,
+            });
+        }
+        let tag = tag(&mut origins, origin);
+        builder = builder.add_source(single(&key, value, &tag));
+    }
+    let merged = builder
+        .build()
+        .and_then(|c| c.collect())
+        .map_err(|err| ConfigError::Merge(one_line(&err.to_string())))?;
+    let mut config = read(Table::new(String::new(), merged, &origins))?;
+    config.source = file.map(|(path, _)| path.to_owned());
+    Ok(config)
+}
+
+/// yaml-rust2 says "INFO at byte N line L column C"; we put the position first.
+fn yaml_error(path: &Path, message: &str) -> ConfigError {
+    let position = message.rsplit_once(" at byte ").and_then(|(info, at)| {
+        let mut words = at.split(' ');
+        let (_byte, line_word, line, column_word, column) = (
+            words.next()?,
+            words.next()?,
+            words.next()?.parse().ok()?,
+            words.next()?,
+            words.next()?.parse().ok()?,
+        );
+        (line_word == "line" && column_word == "column").then_some((info, line, column))
+    });
+    match position {
+        Some((info, line, column)) => ConfigError::Syntax {
+            path: path.to_owned(),
+            line,
+            column,
+            message: one_line(info),
+        },
+        None => ConfigError::NotSettings {
+            path: path.to_owned(),
+            message: one_line(message),
+        },
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
+    let data_dir = PathBuf::from(root.field("data_dir").text()?);
+    let services = services(root.field("services"))?;
+    let log = root.section("log", |t| {
+        Ok(LogConfig {
+            format: t.field("format").choice("pretty, json", |s| match s {
+                "pretty" => Some(LogFormat::Pretty),
+                "json" => Some(LogFormat::Json),
+                _ => None,
+            })?,
+            level: t.field("level").text()?,
+        })
+    })?;
+    let tracing = root.section("tracing", |t| {
+        Ok(TracingConfig {
+            otlp: t.section("otlp", |t| {
+                Ok(OtlpConfig {
+                    endpoint: t.field("endpoint").optional_url()?,
+                    service_name: t.field("service_name").text()?,
+                })
+            })?,
+        })
+    })?;
+    let debug = root.section("debug", |t| {
+        Ok(DebugConfig {
+            addr: t.field("addr").host_port()?,
+        })
+    })?;
+    let shutdown = root.section("shutdown", |t| {
+        let drain_delay = t.field("drain_delay").duration()?;
+        let timeout = t.field("timeout");
+        let timeout = match timeout.duration()? {
+            Duration::ZERO => return Err(timeout.error(Problem::Zero)),
+            positive => positive,
+        };
+        Ok(ShutdownConfig {
+            drain_delay,
+            timeout,
+        })
+    })?;
+    let registry = root.section("registry", |t| {
+        Ok(RegistryConfig {
+            kind: t.field("kind").choice("memory, static", |s| match s {
+                "memory" => Some(RegistryKind::Memory),
+                "static" => Some(RegistryKind::Static),
+                _ => None,
+            })?,
+            static_endpoints: static_endpoints(t.field("static").table()?)?,
+        })
+    })?;
+    let identity = root.section("identity", |t| {
+        Ok(IdentityConfig {
+            secret: t.field("secret").optional_text()?,
+            admin_password: t.field("admin_password").optional_text()?,
+        })
+    })?;
+    let proxy = root.section("proxy", |t| {
+        Ok(ProxyConfig {
+            endpoint: t.field("endpoint").endpoint()?,
+            http: t.section("http", |t| {
+                Ok(ProxyHttp {
+                    addr: t.field("addr").host_port()?,
+                })
+            })?,
+        })
+    })?;
+    let mut service = |name| {
+        root.section(name, |t| {
+            Ok(ServiceSection {
+                endpoint: t.field("endpoint").endpoint()?,
+            })
+        })
+    };
+    let frontend = service("frontend")?;
+    let gateway = service("gateway")?;
+    let storage_users = service("storage-users")?;
+    let storage_system = service("storage-system")?;
+    let sharing = service("sharing")?;
+    root.finish()?;
+    Ok(Config {
+        source: None,
+        data_dir,
+        services,
+        log,
+        tracing,
+        debug,
+        shutdown,
+        registry,
+        identity,
+        proxy,
+        frontend,
+        gateway,
+        storage_users,
+        storage_system,
+        sharing,
+    })
+}
+
+fn services(field: Field) -> Result<Vec<String>, ConfigError> {
+    let mut seen = HashSet::new();
+    let mut services = Vec::new();
+    for (raw, shown) in field.list()? {
+        if !SERVICE_NAMES.contains(&raw.as_str()) {
+            return Err(field.error(Problem::NotService(shown)));
+        }
+        if !seen.insert(raw.clone()) {
+            return Err(field.error(Problem::Duplicate(shown)));
+        }
+        services.push(raw);
+    }
+    if services.is_empty() {
+        return Err(field.error(Problem::Empty));
+    }
+    Ok(services)
+}
+
+fn static_endpoints(table: Table) -> Result<BTreeMap<String, Vec<Endpoint>>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (name, field) in table.into_fields() {
+        if !SERVICE_NAMES.contains(&name.as_str()) {
+            return Err(field.error(Problem::NotService(format!("{name:?}"))));
+        }
+        let endpoints = field
+            .list()?
+            .into_iter()
+            .map(|(raw, shown)| field.parse_endpoint(&raw, shown))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(field.error(Problem::Empty));
+        }
+        out.insert(name, endpoints);
+    }
+    Ok(out)
+}
+
+/// A table of the merged tree being read: each known key is taken out, so whatever is left at
+/// the end is unknown.
+struct Table<'a> {
+    path: String,
+    entries: Map<String, Value>,
+    origins: &'a [Origin],
+}
+
+impl<'a> Table<'a> {
+    fn new(path: String, entries: Map<String, Value>, origins: &'a [Origin]) -> Self {
+        Table {
+            path,
+            entries,
+            origins,
+        }
+    }
+
+    fn key_of(&self, name: &str) -> String {
+        if self.path.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}.{name}", self.path)
+        }
+    }
+
+    /// The value at `name`, or its built-in default. YAML null counts as absent, so `proxy:`
+    /// with everything below commented out (as `arca init` writes it) means "all defaults".
+    fn field(&mut self, name: &str) -> Field<'a> {
+        let key = self.key_of(name);
+        let given = self.entries.remove(name);
+        // A null keeps its origin: if there is no default, "must not be empty" blames the file.
+        let origin = match &given {
+            Some(value) => origin_of(value, self.origins),
+            None => Origin::Default,
+        };
+        let value = match given {
+            Some(value) if !matches!(value.kind, ValueKind::Nil) => Some(value),
+            _ => default_of(&key),
+        };
+        Field {
+            key,
+            value,
+            origin,
+            origins: self.origins,
+        }
+    }
+
+    /// Reads the sub-table `name` with `read`, then refuses whatever keys it did not take.
+    fn section<T>(
+        &mut self,
+        name: &str,
+        read: impl FnOnce(&mut Table<'a>) -> Result<T, ConfigError>,
+    ) -> Result<T, ConfigError> {
+        let mut table = self.field(name).table()?;
+        let value = read(&mut table)?;
+        table.finish()?;
+        Ok(value)
+    }
+
+    /// All remaining entries as fields, by name so errors come in a stable order.
+    fn into_fields(mut self) -> Vec<(String, Field<'a>)> {
+        let mut names: Vec<String> = self.entries.keys().cloned().collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| {
+                let field = self.field(&name);
+                (name, field)
+            })
+            .collect()
+    }
+
+    fn finish(self) -> Result<(), ConfigError> {
+        let origins = self.origins;
+        match self.entries.iter().min_by(|a, b| a.0.cmp(b.0)) {
+            None => Ok(()),
+            Some((name, value)) => Err(ConfigError::Invalid {
+                key: self.key_of(name),
+                problem: Problem::UnknownKey,
+                origin: origin_of(value, origins),
+            }),
+        }
+    }
+}
+
+/// Where a value in the merged tree came from. config-rs rebuilds every table while merging,
+/// without an origin, so a table takes the origin of its first leaf that has one. A subtree
+/// with no origin at all is an empty YAML map: env and flags only ever bring strings, and
+/// defaults are not in the tree.
+fn origin_of(value: &Value, origins: &[Origin]) -> Origin {
+    fn find<'o>(value: &Value, origins: &'o [Origin]) -> Option<&'o Origin> {
+        let own = value
+            .origin()
+            .and_then(|tag| tag.parse::<usize>().ok())
+            .and_then(|i| origins.get(i));
+        match (&value.kind, own) {
+            (_, Some(origin)) => Some(origin),
+            (ValueKind::Table(map), None) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                entries.into_iter().find_map(|(_, v)| find(v, origins))
+            }
+            (ValueKind::Array(items), None) => items.iter().find_map(|v| find(v, origins)),
+            _ => None,
+        }
+    }
+    find(value, origins)
+        .or_else(|| origins.iter().find(|o| matches!(o, Origin::File(_))))
+        .cloned()
+        .unwrap_or(Origin::Default)
+}
+
+/// One value with its full key and origin, on its way to a typed value.
+struct Field<'a> {
+    key: String,
+    /// `None`: absent and without a default.
+    value: Option<Value>,
+    origin: Origin,
+    origins: &'a [Origin],
+}
+
+impl<'a> Field<'a> {
+    fn error(&self, problem: Problem) -> ConfigError {
+        ConfigError::Invalid {
+            key: self.key.clone(),
+            problem,
+            origin: self.origin.clone(),
+        }
+    }
+
+    fn wrong_type(&self, expected: &'static str, found: &ValueKind) -> ConfigError {
+        self.error(Problem::WrongType {
+            expected,
+            found: kind_name(found),
+        })
+    }
+
+    fn table(self) -> Result<Table<'a>, ConfigError> {
+        match self.value.as_ref().map(|v| &v.kind) {
+            None => Ok(Table::new(self.key, Map::new(), self.origins)),
+            Some(ValueKind::Table(map)) => {
+                Ok(Table::new(self.key.clone(), map.clone(), self.origins))
+            }
+            Some(other) => Err(self.wrong_type("a map", other)),
+        }
+    }
+
+    /// A YAML string, strictly: `None` if absent or empty.
+    fn optional_text(&self) -> Result<Option<String>, ConfigError> {
+        match self.value.as_ref().map(|v| &v.kind) {
+            None => Ok(None),
+            Some(ValueKind::String(s)) if s.is_empty() => Ok(None),
+            Some(ValueKind::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(self.wrong_type("a string", other)),
+        }
+    }
+
+    fn text(&self) -> Result<String, ConfigError> {
+        self.optional_text()?
+            .ok_or_else(|| self.error(Problem::Empty))
+    }
+
+    /// A scalar as text, for values with their own syntax: a YAML number there is an invalid
+    /// value (`5 is not a duration`), not a type error. Returns the text and how to show it.
+    fn scalar(&self) -> Result<(String, String), ConfigError> {
+        let value = self
+            .value
+            .as_ref()
+            .ok_or_else(|| self.error(Problem::Empty))?;
+        shown(&value.kind).ok_or_else(|| self.wrong_type("a string", &value.kind))
+    }
+
+    fn host_port(&self) -> Result<String, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        if is_host_port(&raw) {
+            Ok(raw)
+        } else {
+            Err(self.error(Problem::NotHostPort(shown)))
+        }
+    }
+
+    /// Durations must be strings with a unit: a bare `5` could mean seconds or milliseconds.
+    fn duration(&self) -> Result<Duration, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        let is_string = matches!(
+            self.value.as_ref().map(|v| &v.kind),
+            Some(ValueKind::String(_))
+        );
+        match humantime::parse_duration(&raw) {
+            Ok(duration) if is_string => Ok(duration),
+            _ => Err(self.error(Problem::NotDuration(shown))),
+        }
+    }
+
+    fn endpoint(&self) -> Result<Endpoint, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        self.parse_endpoint(&raw, shown)
+    }
+
+    fn parse_endpoint(&self, raw: &str, shown: String) -> Result<Endpoint, ConfigError> {
+        raw.parse().map_err(|error| {
+            self.error(Problem::NotEndpoint {
+                value: shown,
+                error,
+            })
+        })
+    }
+
+    fn optional_url(&self) -> Result<Option<String>, ConfigError> {
+        let Some(url) = self.optional_text()? else {
+            return Ok(None);
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        match rest.map(|r| r.strip_suffix('/').unwrap_or(r)) {
+            Some(host_port) if is_host_port(host_port) => Ok(Some(url)),
+            _ => Err(self.error(Problem::NotUrl(format!("{url:?}")))),
+        }
+    }
+
+    fn choice<T>(
+        &self,
+        allowed: &'static str,
+        pick: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        pick(&raw).ok_or_else(|| {
+            self.error(Problem::NotOneOf {
+                value: shown,
+                allowed,
+            })
+        })
+    }
+
+    /// A YAML sequence of scalars, or one string of comma-separated items (as env and flags
+    /// give it); items are trimmed and empty ones dropped.
+    fn list(&self) -> Result<Vec<(String, String)>, ConfigError> {
+        match self.value.as_ref().map(|v| &v.kind) {
+            None => Ok(Vec::new()),
+            Some(ValueKind::String(s)) => Ok(s
+                .split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| (item.to_owned(), format!("{item:?}")))
+                .collect()),
+            Some(ValueKind::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    shown(&item.kind).ok_or_else(|| self.wrong_type("a string", &item.kind))
+                })
+                .collect(),
+            Some(other) => Err(self.wrong_type("a sequence", other)),
+        }
+    }
+}
+
+/// A scalar's text and how an error message shows it: strings quoted, numbers bare.
+fn shown(kind: &ValueKind) -> Option<(String, String)> {
+    let text = match kind {
+        ValueKind::String(s) => return Some((s.clone(), format!("{s:?}"))),
+        ValueKind::Boolean(b) => b.to_string(),
+        ValueKind::I64(n) => n.to_string(),
+        ValueKind::I128(n) => n.to_string(),
+        ValueKind::U64(n) => n.to_string(),
+        ValueKind::U128(n) => n.to_string(),
+        ValueKind::Float(n) => n.to_string(),
+        ValueKind::Nil | ValueKind::Table(_) | ValueKind::Array(_) => return None,
+    };
+    Some((text.clone(), text))
+}
+
+fn kind_name(kind: &ValueKind) -> &'static str {
+    match kind {
+        ValueKind::Nil => "null",
+        ValueKind::Boolean(_) => "a boolean",
+        ValueKind::I64(_)
+        | ValueKind::I128(_)
+        | ValueKind::U64(_)
+        | ValueKind::U128(_)
+        | ValueKind::Float(_) => "a number",
+        ValueKind::String(_) => "a string",
+        ValueKind::Table(_) => "a map",
+        ValueKind::Array(_) => "a sequence",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(path: &str, text: &str) -> Result<Config, ConfigError> {
+        load_layers(Some((Path::new(path), text)), [], Overrides::default())
+    }
+
+    fn yaml_err(text: &str) -> String {
+        match yaml("config/arca.yaml", text) {
+            Ok(config) => panic!("accepted: {config:?}"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    fn env(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        load_layers(None, vars, Overrides::default())
+    }
+
+    fn flags(list: &[(&str, &str, &str)]) -> Result<Config, ConfigError> {
+        let mut flags = Overrides::default();
+        for (key, value, flag) in list {
+            flags.push(*key, *value, Origin::Flag(flag.to_string()));
+        }
+        load_layers(None, [], flags)
+    }
+
+    #[test]
+    fn defaults() {
+        let config = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(config.source, None);
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.services, SERVICE_NAMES);
+        assert_eq!(config.log.format, LogFormat::Pretty);
+        assert_eq!(config.log.level, "info");
+        assert_eq!(config.tracing.otlp.endpoint, None);
+        assert_eq!(config.tracing.otlp.service_name, "arca");
+        assert_eq!(config.debug.addr, "127.0.0.1:9205");
+        assert_eq!(config.shutdown.drain_delay, Duration::ZERO);
+        assert_eq!(config.shutdown.timeout, Duration::from_secs(30));
+        assert_eq!(config.registry.kind, RegistryKind::Memory);
+        assert!(config.registry.static_endpoints.is_empty());
+        assert_eq!(config.identity.secret, None);
+        assert_eq!(config.identity.admin_password, None);
+        assert_eq!(config.proxy.http.addr, "127.0.0.1:9200");
+        for name in SERVICE_NAMES {
+            assert_eq!(config.endpoint(name), Some(&Endpoint::Mem(name.to_owned())));
+        }
+        assert_eq!(config.endpoint("nope"), None);
+        assert!(config.hosts("gateway"));
+    }
+
+    #[test]
+    fn a_full_file_is_read() {
+        let config = yaml(
+            "arca.yaml",
+            r#"
+data_dir: /var/lib/arca
+services: [gateway, sharing]
+log: {format: json, level: "arca=debug,info"}
+tracing:
+  otlp: {endpoint: "http://otel:4317", service_name: node-a}
+debug: {addr: "0.0.0.0:9205"}
+shutdown: {drain_delay: 2s, timeout: 1m}
+registry:
+  kind: static
+  static:
+    proxy: [tcp://10.0.0.1:9142, "unix:///run/p.sock"]
+    storage-users: tcp://a:1, tcp://b:2
+identity: {secret: s3, admin_password: "1234"}
+proxy: {endpoint: tcp://0.0.0.0:9142, http: {addr: "[::1]:9200"}}
+gateway: {endpoint: unix:///run/gw.sock}
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.source, Some(PathBuf::from("arca.yaml")));
+        assert_eq!(config.data_dir, PathBuf::from("/var/lib/arca"));
+        assert_eq!(config.services, ["gateway", "sharing"]);
+        assert_eq!(config.log.format, LogFormat::Json);
+        assert_eq!(config.log.level, "arca=debug,info");
+        assert_eq!(
+            config.tracing.otlp.endpoint.as_deref(),
+            Some("http://otel:4317")
+        );
+        assert_eq!(config.tracing.otlp.service_name, "node-a");
+        assert_eq!(config.shutdown.drain_delay, Duration::from_secs(2));
+        assert_eq!(config.shutdown.timeout, Duration::from_secs(60));
+        assert_eq!(config.registry.kind, RegistryKind::Static);
+        assert_eq!(
+            config.registry.static_endpoints["storage-users"],
+            [Endpoint::Tcp("a:1".into()), Endpoint::Tcp("b:2".into())]
+        );
+        assert_eq!(config.registry.static_endpoints["proxy"].len(), 2);
+        assert_eq!(config.identity.admin_password.as_deref(), Some("1234"));
+        assert_eq!(config.proxy.http.addr, "[::1]:9200");
+        assert_eq!(
+            config.endpoint("gateway"),
+            Some(&Endpoint::Unix("/run/gw.sock".into()))
+        );
+        assert_eq!(
+            config.endpoint("sharing"),
+            Some(&Endpoint::Mem("sharing".into()))
+        );
+    }
+
+    #[test]
+    fn layers_win_in_order_file_env_flags() {
+        let text = "debug: {addr: \"a:1\"}\nlog: {level: debug}\nproxy: {http: {addr: \"f:1\"}}";
+        let vars = [("ARCA_DEBUG_ADDR", "b:2"), ("ARCA_PROXY_HTTP_ADDR", "e:2")];
+        let mut flags = Overrides::default();
+        flags.push("debug.addr", "c:3", Origin::Flag("--debug-addr".into()));
+        flags.push("debug.addr", "d:4", Origin::Flag("--set".into()));
+        let config = load_layers(
+            Some((Path::new("f.yaml"), text)),
+            vars.map(|(k, v)| (k.to_owned(), v.to_owned())),
+            flags,
+        )
+        .unwrap();
+        assert_eq!(config.debug.addr, "d:4");
+        assert_eq!(config.proxy.http.addr, "e:2");
+        assert_eq!(config.log.level, "debug");
+    }
+
+    #[test]
+    fn every_env_name_is_read() {
+        let config = env(&[
+            ("ARCA_DATA_DIR", "/d"),
+            ("ARCA_SERVICES", " proxy , gateway "),
+            ("ARCA_LOG_FORMAT", "json"),
+            ("ARCA_LOG_LEVEL", "warn"),
+            ("ARCA_TRACING_OTLP_ENDPOINT", "https://otel:4317/"),
+            ("ARCA_DEBUG_ADDR", "0.0.0.0:1"),
+            ("ARCA_SHUTDOWN_DRAIN_DELAY", "500ms"),
+            ("ARCA_SHUTDOWN_TIMEOUT", "2s"),
+            ("ARCA_IDENTITY_SECRET", "sec"),
+            ("ARCA_ADMIN_PASSWORD", "pw"),
+            ("ARCA_PROXY_HTTP_ADDR", "0.0.0.0:2"),
+            ("ARCA_CONFIG", "ignored.yaml"),
+            ("ARCA_WHATEVER", "ignored"),
+            ("PATH", "/bin"),
+        ])
+        .unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/d"));
+        assert_eq!(config.services, ["proxy", "gateway"]);
+        assert_eq!(config.log.format, LogFormat::Json);
+        assert_eq!(config.log.level, "warn");
+        assert_eq!(
+            config.tracing.otlp.endpoint.as_deref(),
+            Some("https://otel:4317/")
+        );
+        assert_eq!(config.debug.addr, "0.0.0.0:1");
+        assert_eq!(config.shutdown.drain_delay, Duration::from_millis(500));
+        assert_eq!(config.shutdown.timeout, Duration::from_secs(2));
+        assert_eq!(config.identity.secret.as_deref(), Some("sec"));
+        assert_eq!(config.identity.admin_password.as_deref(), Some("pw"));
+        assert_eq!(config.proxy.http.addr, "0.0.0.0:2");
+    }
+
+    #[test]
+    fn empty_optional_values_mean_unset() {
+        let config = env(&[
+            ("ARCA_TRACING_OTLP_ENDPOINT", ""),
+            ("ARCA_IDENTITY_SECRET", ""),
+        ])
+        .unwrap();
+        assert_eq!(config.tracing.otlp.endpoint, None);
+        assert_eq!(config.identity.secret, None);
+    }
+
+    #[test]
+    fn identity_debug_is_redacted() {
+        let config = env(&[
+            ("ARCA_IDENTITY_SECRET", "topsecret"),
+            ("ARCA_ADMIN_PASSWORD", "hunter2"),
+        ])
+        .unwrap();
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("topsecret") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert!(shown.contains("<redacted>"));
+        let unset = format!("{:?}", Config::default().identity);
+        assert_eq!(
+            unset,
+            "IdentityConfig { secret: None, admin_password: None }"
+        );
+    }
+
+    /// config-rs 0.15 keeps keys as written (only its own Environment source lowercases), and
+    /// its path syntax allows '-', so `storage-users` works in YAML and in flags, and a key in
+    /// another case is simply unknown.
+    #[test]
+    fn key_case_and_hyphens() {
+        let config = yaml(
+            "arca.yaml",
+            "storage-users: {endpoint: \"tcp://h:1\"}\nstorage-system: {endpoint: \"unix:///s.sock\"}",
+        )
+        .unwrap();
+        assert_eq!(config.storage_users.endpoint, Endpoint::Tcp("h:1".into()));
+        assert_eq!(
+            config.storage_system.endpoint,
+            Endpoint::Unix("/s.sock".into())
+        );
+
+        let config = flags(&[("storage-users.endpoint", "tcp://h:2", "--set")]).unwrap();
+        assert_eq!(config.storage_users.endpoint, Endpoint::Tcp("h:2".into()));
+
+        assert_eq!(
+            yaml_err("Storage-Users: {endpoint: \"tcp://h:1\"}"),
+            "Storage-Users: unknown key (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("debug: {Addr: \"h:1\"}"),
+            "debug.Addr: unknown key (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage_users: {endpoint: \"tcp://h:1\"}"),
+            "storage_users: unknown key (config/arca.yaml)"
+        );
+        let err = flags(&[("Debug.addr", "h:1", "--set")]).unwrap_err();
+        assert_eq!(err.to_string(), "Debug: unknown key (flag --set)");
+    }
+
+    #[test]
+    fn brief_examples() {
+        assert_eq!(
+            yaml_err("proxy:\n  http:\n    addr: not an address\n"),
+            r#"proxy.http.addr: "not an address" is not a host:port (config/arca.yaml)"#
+        );
+        let err = env(&[("ARCA_SHUTDOWN_TIMEOUT", "soon")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"shutdown.timeout: "soon" is not a duration like 30s or 500ms (env ARCA_SHUTDOWN_TIMEOUT)"#
+        );
+        let err = yaml("config/g.yaml", "frontend: {endpoint: \"http://x\"}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"frontend.endpoint: "http://x" is not an endpoint: expected mem://NAME, unix:///PATH or tcp://HOST:PORT (config/g.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("proxy:\n  htp: {addr: \"h:1\"}\n"),
+            "proxy.htp: unknown key (config/arca.yaml)"
+        );
+        let err = flags(&[("services", "proxy,foo", "--services")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"services: "foo" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (flag --services)"#
+        );
+        assert_eq!(
+            yaml_err("debug:\n  addr: [a, b]\n"),
+            "debug.addr: expected a string, found a sequence (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("shutdown:\n  drain_delay: 5\n"),
+            "shutdown.drain_delay: 5 is not a duration like 30s or 500ms (config/arca.yaml)"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_errors_are_one_line_with_a_position() {
+        let err = yaml(
+            "config/arca.yaml",
+            "log:\n  level: info\n    format: json\n",
+        )
+        .unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with("config/arca.yaml: YAML syntax error at line 3 column 11: "),
+            "{shown}"
+        );
+        assert!(!shown.contains('\n'));
+
+        let err = yaml("config/arca.yaml", "- a\n- b\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config/arca.yaml: not a map of settings: invalid type: sequence, expected a map"
+        );
+        let err = yaml("config/arca.yaml", "a: 1\n---\nb: 2\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config/arca.yaml: not a map of settings: Got 2 YAML documents, expected 1"
+        );
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_mean_defaults() {
+        let mut config = yaml("a.yaml", "").unwrap();
+        assert_eq!(config.source, Some(PathBuf::from("a.yaml")));
+        config.source = None;
+        assert_eq!(config, Config::default());
+        let mut config = yaml("a.yaml", "# nothing\nproxy:\n  # endpoint: x\n").unwrap();
+        config.source = None;
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn services_rules() {
+        let err = |v: &str| {
+            flags(&[("services", v, "--services")])
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(err(""), "services: must not be empty (flag --services)");
+        assert_eq!(err(" , "), "services: must not be empty (flag --services)");
+        assert_eq!(
+            err("proxy,gateway,proxy"),
+            r#"services: "proxy" is listed twice (flag --services)"#
+        );
+        assert_eq!(
+            yaml_err("services: []"),
+            "services: must not be empty (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("services: [proxy, {a: 1}]"),
+            "services: expected a string, found a map (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("services: {a: 1}"),
+            "services: expected a sequence, found a map (config/arca.yaml)"
+        );
+    }
+
+    #[test]
+    fn value_rules() {
+        let err = |var: &str, v: &str| env(&[(var, v)]).unwrap_err().to_string();
+        assert_eq!(
+            err("ARCA_SHUTDOWN_TIMEOUT", "0s"),
+            "shutdown.timeout: must be longer than 0s (env ARCA_SHUTDOWN_TIMEOUT)"
+        );
+        assert_eq!(
+            err("ARCA_LOG_FORMAT", "xml"),
+            r#"log.format: "xml" is not one of pretty, json (env ARCA_LOG_FORMAT)"#
+        );
+        assert_eq!(
+            err("ARCA_TRACING_OTLP_ENDPOINT", "otel:4317"),
+            r#"tracing.otlp.endpoint: "otel:4317" is not a URL like http://HOST:PORT or https://HOST:PORT (env ARCA_TRACING_OTLP_ENDPOINT)"#
+        );
+        assert_eq!(
+            err("ARCA_DEBUG_ADDR", "9205"),
+            r#"debug.addr: "9205" is not a host:port (env ARCA_DEBUG_ADDR)"#
+        );
+        assert_eq!(
+            err("ARCA_DATA_DIR", ""),
+            "data_dir: must not be empty (env ARCA_DATA_DIR)"
+        );
+        assert_eq!(
+            yaml_err("registry: {kind: dns}"),
+            r#"registry.kind: "dns" is not one of memory, static (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("identity: {secret: 1234}"),
+            "identity.secret: expected a string, found a number (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("debug: 5"),
+            "debug: expected a map, found a number (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("debug: {addr: 9205}"),
+            "debug.addr: 9205 is not a host:port (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("shutdown: {timeout: \"5\"}"),
+            r#"shutdown.timeout: "5" is not a duration like 30s or 500ms (config/arca.yaml)"#
+        );
+    }
+
+    #[test]
+    fn static_registry_rules() {
+        assert_eq!(
+            yaml_err("registry: {static: {search: [tcp://a:1]}}"),
+            r#"registry.static.search: "search" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("registry: {static: {gateway: []}}"),
+            "registry.static.gateway: must not be empty (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("registry: {static: {gateway: }}"),
+            "registry.static.gateway: must not be empty (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("registry: {static: {gateway: [tcp://a:1, tcp://b]}}"),
+            r#"registry.static.gateway: "tcp://b" is not an endpoint: tcp:// needs HOST:PORT with a port in 1..=65535 (config/arca.yaml)"#
+        );
+        let config = flags(&[("registry.static.gateway", "tcp://a:1,tcp://b:2", "--set")]).unwrap();
+        assert_eq!(config.registry.static_endpoints["gateway"].len(), 2);
+    }
+
+    #[test]
+    fn unknown_keys_name_their_origin() {
+        assert_eq!(
+            yaml_err("extra: 1"),
+            "extra: unknown key (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("proxy: {http: {addr: \"h:1\", tls: {}}}"),
+            "proxy.http.tls: unknown key (config/arca.yaml)"
+        );
+        // A null value still names a key that does not exist.
+        assert_eq!(
+            yaml_err("debug: {port: }"),
+            "debug.port: unknown key (config/arca.yaml)"
+        );
+        let err = flags(&[("proxy.http.port", "1", "--set")]).unwrap_err();
+        assert_eq!(err.to_string(), "proxy.http.port: unknown key (flag --set)");
+        // A table config-rs made up while merging still reports the flag that caused it.
+        let err = flags(&[("new.deep.key", "1", "--set")]).unwrap_err();
+        assert_eq!(err.to_string(), "new: unknown key (flag --set)");
+    }
+
+    #[test]
+    fn dotted_and_malformed_keys_are_refused() {
+        assert_eq!(
+            yaml_err("proxy.http: {addr: \"h:1\"}"),
+            "proxy.http: write nested YAML keys, not dotted ones (config/arca.yaml)"
+        );
+        for bad in ["", "a..b", "services[0]", "a b", ".x"] {
+            let err = flags(&[(bad, "1", "--set")]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("{bad}: {bad:?} is not a key like proxy.http.addr (flag --set)")
+            );
+        }
+    }
+
+    #[test]
+    fn push_set_splits_at_the_first_equals() {
+        let mut flags = Overrides::default();
+        flags.push_set("log.level=arca=debug").unwrap();
+        let err = flags.push_set("log.level").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"set: "log.level" is not KEY=VALUE (flag --set)"#
+        );
+        let config = load_layers(None, [], flags).unwrap();
+        assert_eq!(config.log.level, "arca=debug");
+    }
+
+    #[test]
+    fn errors_are_one_line_even_for_odd_values() {
+        let err = env(&[("ARCA_DEBUG_ADDR", "a\nb")]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            r#"debug.addr: "a\nb" is not a host:port (env ARCA_DEBUG_ADDR)"#
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! arca-frontend: the HTTP APIs clients speak (WebDAV, OCS, Graph, status.php, TUS),
+//! translated into gateway gRPC calls.
+//!
+//! Today it serves `/status.php` and is ready while the gateway answers its probe.
+
+use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
+use axum::Json;
+use axum::routing::get;
+use serde_json::{Value, json};
+
+/// The frontend service.
+pub struct Frontend;
+
+impl Service for Frontend {
+    fn name(&self) -> &'static str {
+        "frontend"
+    }
+
+    fn dependencies(&self) -> &'static [&'static str] {
+        &["gateway"]
+    }
+
+    fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
+        Box::pin(async move {
+            let router = Router::new().route("/status.php", get(status));
+            ctx.set_ready();
+            ctx.serve(router).await
+        })
+    }
+}
+
+/// `GET /status.php`, in the shape oCIS answers (see shared/protocol/samples/status.json):
+/// clients read `installed`, `maintenance` and the version strings before logging in.
+async fn status() -> Json<Value> {
+    Json(json!({
+        "installed": true,
+        "maintenance": false,
+        "needsDbUpgrade": false,
+        "version": "10.11.0.0",
+        "versionstring": "10.11.0",
+        "edition": "Community",
+        "productname": "arca",
+        "product": "arca",
+        "productversion": arca_proto::VERSION,
+    }))
+}

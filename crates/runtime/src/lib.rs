@@ -1,0 +1,20 @@
+//! arca-runtime: the supervisor (start order, readiness, graceful shutdown), the `Service`
+//! trait every service implements, the per-process debug server and telemetry setup.
+//!
+//! Main types: [`Service`] and its [`Context`], [`Supervisor`] and its [`Outcome`], [`Health`]
+//! (what `/readyz` reports), [`debug::spawn`] and [`telemetry::init`].
+
+pub mod debug;
+mod health;
+mod layers;
+mod service;
+mod supervisor;
+pub mod telemetry;
+
+pub use health::{Health, Report};
+pub use service::{Context, Service, ServiceError};
+pub use supervisor::{Outcome, StartError, Supervisor};
+
+/// Re-exported so services build routers and futures with the runtime's versions.
+pub use axum::Router;
+pub use futures::future::BoxFuture;

@@ -1,0 +1,151 @@
+//! The one trait every arca service implements, and the context the runtime hands it.
+
+use std::sync::Arc;
+
+use arca_config::Config;
+use arca_transport::{Channel, Clients, Endpoint, Listener};
+use axum::Router;
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::health::Health;
+use crate::layers;
+
+/// What a service's `run` may fail with; reported by the supervisor with the service's name.
+pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An arca service: proxy, frontend, gateway, storage-users, storage-system or sharing.
+///
+/// A service never binds sockets, handles signals or exits the process: the runtime binds its
+/// endpoint(s), starts it after the services it depends on, tells it when to stop through
+/// [`Context::shutdown`], and owns the process's fate.
+pub trait Service: Send + 'static {
+    /// The service's name, as used in config, the registry, logs and `/readyz`.
+    fn name(&self) -> &'static str;
+
+    /// Services this one calls. Local ones are started first; every one, local or remote, is
+    /// probed continuously and must answer for this service to be ready.
+    fn dependencies(&self) -> &'static [&'static str];
+
+    /// Listeners besides the service's internal endpoint (the proxy's public HTTP address).
+    fn public_endpoints(&self) -> Vec<Endpoint> {
+        Vec::new()
+    }
+
+    /// Serves until `ctx.shutdown()` is cancelled, then drains and returns. Returning before
+    /// that, or returning an error, is a failure that stops the process.
+    fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>>;
+}
+
+/// Everything a running service gets from the runtime.
+pub struct Context {
+    pub(crate) name: &'static str,
+    pub(crate) config: Arc<Config>,
+    pub(crate) clients: Clients,
+    pub(crate) health: Health,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tasks: TaskTracker,
+    pub(crate) internal: Listener,
+    pub(crate) public: Vec<Listener>,
+}
+
+impl Context {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// A client channel to another service by name, wherever it runs.
+    pub fn channel(&self, service: &str) -> Channel {
+        self.clients.channel(service)
+    }
+
+    /// Declares the service itself ready (its own stores open, its own state loaded).
+    /// Dependencies and listeners are checked by the runtime on top of this.
+    pub fn set_ready(&self) {
+        self.health.set_self_ready(self.name, true);
+    }
+
+    /// Withdraws readiness, naming why; `/readyz` shows the reason.
+    pub fn set_not_ready(&self, reason: impl Into<String>) {
+        self.health.set_self_ready(self.name, false);
+        self.health.set_blocker(self.name, Some(reason.into()));
+    }
+
+    /// Cancelled when this service must stop: finish in-flight work and return.
+    pub fn shutdown(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Runs background work that shutdown waits for (within the process deadline).
+    pub fn spawn<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn(fut);
+    }
+
+    /// Creates (if needed) and returns `data_dir/NAME`, after proving it is writable and
+    /// durable: a file is written, synced and removed. A store that cannot do this must not
+    /// report ready.
+    pub async fn data_dir(&self, name: &str) -> std::io::Result<std::path::PathBuf> {
+        let dir = self.config.data_dir.join(name);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| annotate(&dir, e))?;
+        let probe = dir.join(".arca-write-probe");
+        let write = async {
+            let mut f = tokio::fs::File::create(&probe).await?;
+            tokio::io::AsyncWriteExt::write_all(&mut f, b"ok").await?;
+            f.sync_all().await?;
+            tokio::fs::remove_file(&probe).await
+        };
+        write.await.map_err(|e| annotate(&probe, e))?;
+        Ok(dir)
+    }
+
+    /// Serves `internal` on the service's endpoint until shutdown, then drains.
+    pub async fn serve(self, internal: Router) -> Result<(), ServiceError> {
+        self.serve_with_public(internal, None).await
+    }
+
+    /// Serves `internal` on the service's endpoint and `public` on its public listeners.
+    pub async fn serve_with_public(
+        self,
+        internal: Router,
+        public: Option<Router>,
+    ) -> Result<(), ServiceError> {
+        let internal = layers::internal(internal, self.name, self.health.clone());
+        let mut servers = Vec::new();
+        servers.push(arca_transport::serve(
+            self.internal,
+            internal,
+            self.shutdown.clone(),
+        ));
+        if let Some(public) = public {
+            let public = layers::public(public, self.name);
+            for listener in self.public {
+                servers.push(arca_transport::serve(
+                    listener,
+                    public.clone(),
+                    self.shutdown.clone(),
+                ));
+            }
+        }
+        let results = futures::future::join_all(servers).await;
+        self.tasks.close();
+        self.tasks.wait().await;
+        for r in results {
+            r?;
+        }
+        Ok(())
+    }
+}
+
+fn annotate(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,520 @@
+//! The supervisor: starts a process's services in dependency order, keeps their readiness
+//! honest, and stops them in reverse order on a signal or a failure.
+//!
+//! Shutdown, in order: readiness turns false at once → endpoints leave the registry → the
+//! process keeps serving for `shutdown.drain_delay` (load balancers and peers' watches catch
+//! up) → each service, dependants first, stops accepting and finishes its in-flight requests →
+//! at `shutdown.timeout` whatever is left is abandoned and named. A second signal skips to the
+//! end. No service can end the process early: the process exits once, from the binary, with
+//! the [`Outcome`] returned here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arca_config::Config;
+use arca_proto::v1::probe_client::ProbeClient;
+use arca_proto::v1::{CheckRequest, State as ProbeState};
+use arca_transport::{Clients, Endpoint, Listener, MemHub, Registry, RetryPolicy, bind};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::health::{FAILURES_BEFORE_UNHEALTHY, Health, Phase, elapsed_ms};
+use crate::service::{Context, Service, ServiceError};
+
+/// How a supervised process ended; the binary turns it into an exit code.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Stopped on request with every service drained in time.
+    Clean,
+    /// A service failed; the others were stopped in order.
+    Failed {
+        service: &'static str,
+        cause: String,
+    },
+    /// Stopped on request, but these services were still busy at the deadline.
+    TimedOut { stragglers: Vec<&'static str> },
+    /// A second signal asked for an immediate exit.
+    Forced,
+}
+
+impl Outcome {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Clean => 0,
+            Outcome::Failed { .. } | Outcome::TimedOut { .. } => 1,
+            Outcome::Forced => 130,
+        }
+    }
+}
+
+/// Why a process could not start at all.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no services to run")]
+    Empty,
+    #[error("service {0} is listed twice")]
+    Duplicate(&'static str),
+    #[error("dependency cycle among services: {0}")]
+    Cycle(String),
+    #[error("signal handler: {0}")]
+    Signal(std::io::Error),
+}
+
+/// How long a service waits for its local dependencies before starting anyway (its readiness
+/// then says which dependency it is missing).
+const LOCAL_DEPENDENCY_WAIT: Duration = Duration::from_secs(10);
+/// Probe cadence once all dependencies answer; faster (from 2 ms, doubling) until they do, so
+/// a process is ready milliseconds after its last dependency.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One process's services, supervised together.
+pub struct Supervisor {
+    config: Arc<Config>,
+    services: Vec<Box<dyn Service>>,
+    registry: Arc<dyn Registry>,
+    health: Health,
+    hub: MemHub,
+}
+
+struct Running {
+    name: &'static str,
+    token: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+impl Supervisor {
+    pub fn new(
+        config: Arc<Config>,
+        services: Vec<Box<dyn Service>>,
+        registry: Arc<dyn Registry>,
+    ) -> Self {
+        Self {
+            config,
+            services,
+            registry,
+            health: Health::default(),
+            hub: MemHub::new(),
+        }
+    }
+
+    /// The health state `/readyz` reads; hand it to the debug server before [`run`](Self::run).
+    pub fn health(&self) -> Health {
+        self.health.clone()
+    }
+
+    /// Runs until a signal or a failure, then shuts down; see the module docs for the order.
+    pub async fn run(self) -> Result<Outcome, StartError> {
+        let started = Instant::now();
+        let order = start_order(&self.services)?;
+        let mut sigterm = signal(SignalKind::terminate()).map_err(StartError::Signal)?;
+        let mut sigint = signal(SignalKind::interrupt()).map_err(StartError::Signal)?;
+
+        let clients = Clients::new(
+            self.hub.clone(),
+            self.registry.clone(),
+            RetryPolicy::default(),
+        );
+        let (exit_tx, mut exit_rx) =
+            mpsc::unbounded_channel::<(&'static str, Result<(), String>)>();
+        let registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>> = Arc::default();
+        let local: Vec<&'static str> = self.services.iter().map(|s| s.name()).collect();
+
+        let mut services: HashMap<&'static str, Box<dyn Service>> =
+            self.services.into_iter().map(|s| (s.name(), s)).collect();
+        let mut running = Vec::new();
+        for name in &order {
+            let Some(service) = services.remove(name) else {
+                continue;
+            };
+            let deps = service.dependencies();
+            self.health.add(name, deps);
+            let token = CancellationToken::new();
+            let task = ServiceTask {
+                config: self.config.clone(),
+                clients: clients.clone(),
+                health: self.health.clone(),
+                token: token.clone(),
+                local_deps: deps.iter().copied().filter(|d| local.contains(d)).collect(),
+                registered: registered.clone(),
+                started,
+            };
+            let exit_tx = exit_tx.clone();
+            let handle = tokio::spawn(async move {
+                let name = service.name();
+                // The service runs in its own task so that a panic is caught here and reported
+                // as that service's failure instead of tearing down the supervisor.
+                let result = match tokio::spawn(task.run(service)).await {
+                    Ok(r) => r.map_err(|e| error_chain(&*e)),
+                    Err(join) => Err(panic_message(join)),
+                };
+                let _ = exit_tx.send((name, result));
+            });
+            running.push(Running {
+                name,
+                token,
+                handle,
+            });
+        }
+        drop(exit_tx);
+
+        // Wait for the first of: a signal, or a service ending on its own (always a failure).
+        let mut heartbeat = tokio::time::interval(Duration::from_millis(500));
+        let failure = loop {
+            self.health.beat();
+            tokio::select! {
+                _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break None; }
+                _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break None; }
+                Some((name, result)) = exit_rx.recv() => {
+                    let cause = match result {
+                        Err(cause) => cause,
+                        Ok(()) => "stopped on its own while it should be serving".to_owned(),
+                    };
+                    tracing::error!(service = name, %cause, "service failed; stopping the others");
+                    self.health.set_phase(name, Phase::Failed);
+                    self.health.set_blocker(name, Some(cause.clone()));
+                    break Some((name, cause));
+                }
+                _ = heartbeat.tick() => {}
+            }
+        };
+
+        // 1. Not ready, at once. 2. Out of the registry, before any draining.
+        self.health.set_draining();
+        let to_deregister = std::mem::take(
+            &mut *registered
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (service, endpoint) in &to_deregister {
+            match tokio::time::timeout(PROBE_TIMEOUT, self.registry.deregister(service, endpoint))
+                .await
+            {
+                Ok(Ok(())) => tracing::info!(service, %endpoint, "deregistered"),
+                Ok(Err(e)) => tracing::warn!(service, %endpoint, error = %e, "deregister failed"),
+                Err(_) => tracing::warn!(service, %endpoint, "deregister timed out"),
+            }
+        }
+
+        let second_signal = async {
+            tokio::select! {
+                _ = sigterm.recv() => {}
+                _ = sigint.recv() => {}
+            }
+        };
+        tokio::pin!(second_signal);
+
+        // 3. Keep serving while the world notices we are leaving.
+        let drain_delay = self.config.shutdown.drain_delay;
+        if failure.is_none() && !drain_delay.is_zero() {
+            tracing::info!(
+                ?drain_delay,
+                "draining: still serving until peers stop sending"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(drain_delay) => {}
+                () = &mut second_signal => { tracing::warn!("second signal: exiting now"); return Ok(Outcome::Forced); }
+            }
+        }
+
+        // 4. Stop services, dependants first, each finishing its in-flight work.
+        let deadline = tokio::time::Instant::now() + self.config.shutdown.timeout;
+        let mut stragglers = Vec::new();
+        let mut running = running;
+        running.reverse();
+        for svc in &mut running {
+            self.health.set_phase(svc.name, Phase::Stopping);
+            svc.token.cancel();
+            tokio::select! {
+                r = tokio::time::timeout_at(deadline, &mut svc.handle) => match r {
+                    Ok(_) => {
+                        self.health.set_phase(svc.name, Phase::Stopped);
+                        tracing::info!(service = svc.name, "stopped");
+                    }
+                    Err(_) => {
+                        tracing::error!(service = svc.name, "still busy at the shutdown deadline; abandoning it");
+                        svc.handle.abort();
+                        stragglers.push(svc.name);
+                    }
+                },
+                () = &mut second_signal => { tracing::warn!("second signal: exiting now"); return Ok(Outcome::Forced); }
+            }
+        }
+        // Late failures (a service erroring while draining) are worth a log line, not a new outcome.
+        while let Ok((name, Err(cause))) = exit_rx.try_recv() {
+            if failure.as_ref().is_none_or(|(n, _)| *n != name) {
+                tracing::warn!(service = name, %cause, "service reported an error while stopping");
+            }
+        }
+        Ok(match (failure, stragglers.is_empty()) {
+            (Some((service, cause)), _) => Outcome::Failed { service, cause },
+            (None, false) => Outcome::TimedOut { stragglers },
+            (None, true) => Outcome::Clean,
+        })
+    }
+}
+
+/// What one service's task needs besides the service itself.
+struct ServiceTask {
+    config: Arc<Config>,
+    clients: Clients,
+    health: Health,
+    token: CancellationToken,
+    local_deps: Vec<&'static str>,
+    registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>>,
+    started: Instant,
+}
+
+impl ServiceTask {
+    async fn run(self, service: Box<dyn Service>) -> Result<(), ServiceError> {
+        let name = service.name();
+
+        // Local dependencies first, so the service does not start by failing calls.
+        let wait = async {
+            while !self.local_deps.iter().all(|d| self.health.is_ready(d)) {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        };
+        tokio::select! {
+            () = self.token.cancelled() => return Ok(()),
+            r = tokio::time::timeout(LOCAL_DEPENDENCY_WAIT, wait) => if r.is_err() {
+                tracing::warn!(service = name, deps = ?self.local_deps, "local dependencies not ready in time; starting anyway");
+            }
+        }
+
+        // Bind, retrying: a socket directory may appear later (a volume mount), and until then
+        // `/readyz` names the problem instead of the process dying in a restart loop.
+        let Some(endpoint) = self.config.endpoint(name).cloned() else {
+            return Err(format!("no endpoint configured for {name}").into());
+        };
+        let Some(internal) = self.bind_retrying(name, &endpoint).await else {
+            return Ok(());
+        };
+        let mut public = Vec::new();
+        for ep in service.public_endpoints() {
+            let Some(l) = self.bind_retrying(name, &ep).await else {
+                return Ok(());
+            };
+            public.push(l);
+        }
+        let announce: Vec<Endpoint> = std::iter::once(&internal)
+            .filter(|l| !matches!(l, Listener::Mem(..)))
+            .map(Listener::local_endpoint)
+            .collect();
+        self.health.set_bound(name, true);
+        self.health.set_blocker(name, None);
+        self.health.set_phase(name, Phase::Running);
+        tracing::info!(service = name, endpoint = %internal.local_endpoint(), "listening");
+        for l in &public {
+            tracing::info!(service = name, endpoint = %l.local_endpoint(), "listening (public)");
+        }
+
+        tokio::spawn(watch_dependencies(
+            name,
+            service.dependencies(),
+            announce,
+            self.clients.clone(),
+            self.health.clone(),
+            self.registered.clone(),
+            self.token.clone(),
+            self.started,
+        ));
+
+        let ctx = Context {
+            name,
+            config: self.config.clone(),
+            clients: self.clients.clone(),
+            health: self.health.clone(),
+            shutdown: self.token.clone(),
+            tasks: TaskTracker::new(),
+            internal,
+            public,
+        };
+        service.run(ctx).await
+    }
+
+    async fn bind_retrying(&self, name: &'static str, endpoint: &Endpoint) -> Option<Listener> {
+        let mut backoff = Duration::from_millis(50);
+        let mut last = String::new();
+        loop {
+            match bind(endpoint, self.clients.hub()).await {
+                Ok(l) => return Some(l),
+                Err(e) => {
+                    let reason = e.to_string();
+                    if reason != last {
+                        tracing::warn!(service = name, error = %reason, "cannot bind; retrying");
+                        self.health.set_blocker(name, Some(reason.clone()));
+                        last = reason;
+                    }
+                }
+            }
+            tokio::select! {
+                () = self.token.cancelled() => return None,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Probes every dependency until shutdown, feeding readiness; registers the service's
+/// endpoints the first time it is fully ready, so no peer sends it work before that.
+#[allow(clippy::too_many_arguments)]
+async fn watch_dependencies(
+    name: &'static str,
+    deps: &'static [&'static str],
+    mut announce: Vec<Endpoint>,
+    clients: Clients,
+    health: Health,
+    registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>>,
+    token: CancellationToken,
+    started: Instant,
+) {
+    let mut failures: BTreeMap<&'static str, u32> = BTreeMap::new();
+    let mut healthy: BTreeMap<&'static str, bool> = BTreeMap::new();
+    let mut interval = Duration::from_millis(2);
+    let mut was_ready = false;
+    loop {
+        for dep in deps {
+            let result = probe(&clients, dep).await;
+            let ok = healthy.entry(dep).or_insert(false);
+            match result {
+                Ok(()) => {
+                    failures.insert(dep, 0);
+                    if !*ok {
+                        tracing::info!(service = name, dependency = dep, "dependency reachable");
+                    }
+                    *ok = true;
+                    health.set_dependency(name, dep, None);
+                }
+                Err(e) => {
+                    let n = failures.entry(dep).or_insert(0);
+                    *n += 1;
+                    if !*ok || *n >= FAILURES_BEFORE_UNHEALTHY {
+                        if *ok || *n == 1 {
+                            tracing::warn!(service = name, dependency = dep, error = %e, "dependency unreachable");
+                        }
+                        *ok = false;
+                        health.set_dependency(name, dep, Some(e));
+                    }
+                }
+            }
+        }
+        let ready = health.is_ready(name);
+        if ready && !was_ready {
+            tracing::info!(service = name, after_ms = %elapsed_ms(started), "ready");
+            for endpoint in announce.drain(..) {
+                match clients.registry().register(name, &endpoint).await {
+                    Ok(()) => registered
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((name, endpoint)),
+                    Err(e) => {
+                        tracing::warn!(service = name, %endpoint, error = %e, "register failed")
+                    }
+                }
+            }
+        }
+        was_ready = ready;
+        let all_ok = healthy.values().all(|ok| *ok);
+        interval = if all_ok && ready {
+            PROBE_INTERVAL
+        } else {
+            (interval * 2).min(Duration::from_millis(250))
+        };
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+async fn probe(clients: &Clients, dep: &str) -> Result<(), String> {
+    let mut client = ProbeClient::new(clients.channel(dep));
+    let answer = tokio::time::timeout(PROBE_TIMEOUT, client.check(CheckRequest {}))
+        .await
+        .map_err(|_| format!("no answer within {PROBE_TIMEOUT:?}"))?
+        .map_err(|status| status.message().to_owned())?
+        .into_inner();
+    if answer.service != dep {
+        return Err(format!(
+            "the endpoint answered as {:?}, not {dep}",
+            answer.service
+        ));
+    }
+    match ProbeState::try_from(answer.state) {
+        Ok(ProbeState::Serving | ProbeState::Draining) => Ok(()),
+        _ => Err("starting".to_owned()),
+    }
+}
+
+/// Dependencies before dependants; local services only (remote ones are probed, not ordered).
+fn start_order(services: &[Box<dyn Service>]) -> Result<Vec<&'static str>, StartError> {
+    if services.is_empty() {
+        return Err(StartError::Empty);
+    }
+    let mut deps: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
+    for s in services {
+        if deps.insert(s.name(), Vec::new()).is_some() {
+            return Err(StartError::Duplicate(s.name()));
+        }
+    }
+    for s in services {
+        let local: Vec<_> = s
+            .dependencies()
+            .iter()
+            .copied()
+            .filter(|d| deps.contains_key(d))
+            .collect();
+        deps.insert(s.name(), local);
+    }
+    let mut order = Vec::new();
+    // Keep the configured order among services that are free to start (stable, predictable logs).
+    let names: Vec<&'static str> = services.iter().map(|s| s.name()).collect();
+    while order.len() < names.len() {
+        let next = names
+            .iter()
+            .find(|n| !order.contains(*n) && deps[*n].iter().all(|d| order.contains(d)));
+        match next {
+            Some(n) => order.push(*n),
+            None => {
+                let stuck: Vec<_> = names
+                    .iter()
+                    .filter(|n| !order.contains(*n))
+                    .copied()
+                    .collect();
+                return Err(StartError::Cycle(stuck.join(", ")));
+            }
+        }
+    }
+    Ok(order)
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+fn panic_message(join: tokio::task::JoinError) -> String {
+    match join.try_into_panic() {
+        Ok(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            format!("panicked: {msg}")
+        }
+        Err(e) => format!("task ended abnormally: {e}"),
+    }
+}

@@ -1,0 +1,30 @@
+//! arca-transport: endpoints (`mem://`, `unix://`, `tcp://`), listeners, serving, and the
+//! per-request balanced client [`Channel`] that finds services through a [`Registry`].
+//!
+//! Every service endpoint is one HTTP server (HTTP/1.1 and HTTP/2 on the same listener) carrying
+//! an axum [`Router`](axum::Router): gRPC services mount into it, HTTP routes sit beside them.
+//! Because of that, one client type serves both gRPC stubs and the proxy's HTTP forwarding, and
+//! the in-memory transport can hand a caller the server's router itself: no socket, no HTTP/2
+//! framing, yet the same codecs, headers and layers as over a socket.
+//!
+//! Main types: [`Endpoint`], [`Listener`] and [`bind`], [`serve`], [`MemHub`], [`Channel`] and
+//! [`Clients`], the [`Registry`] trait with [`MemoryRegistry`] and [`StaticRegistry`], and
+//! [`context`] for what travels with every call (trace context, identity, request id).
+
+mod channel;
+pub mod context;
+mod endpoint;
+mod hub;
+mod listener;
+mod registry;
+mod server;
+
+pub use channel::{Channel, Clients, RetryPolicy};
+pub use endpoint::{Endpoint, EndpointError, is_host_port};
+pub use hub::MemHub;
+pub use listener::{BindError, Listener, bind};
+pub use registry::{EndpointSet, MemoryRegistry, Registry, RegistryError, StaticRegistry};
+pub use server::serve;
+
+/// The error type every transport-level service returns; tonic and axum both accept it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
