@@ -247,14 +247,17 @@ fn rebuild(parts: &http::request::Parts, service: &str, body: Body) -> Request<B
     req
 }
 
+/// Whether the server provably did not process the request: it refused the stream, or
+/// announced a graceful shutdown (GOAWAY NO_ERROR) that excluded it (RFC 9113 §6.8, §8.7).
+/// A connection that merely died mid-request is ambiguous and is not retried.
 fn is_refused(err: &hyper::Error) -> bool {
-    if err.is_canceled() {
-        return true;
-    }
     let mut source = std::error::Error::source(err);
     while let Some(e) = source {
         if let Some(h2) = e.downcast_ref::<h2::Error>() {
-            return h2.reason() == Some(h2::Reason::REFUSED_STREAM) || h2.is_go_away();
+            return h2.reason() == Some(h2::Reason::REFUSED_STREAM)
+                || (h2.is_go_away()
+                    && h2.is_remote()
+                    && h2.reason() == Some(h2::Reason::NO_ERROR));
         }
         source = e.source();
     }
@@ -404,7 +407,10 @@ impl Pool {
 /// One endpoint's HTTP/2 connection (multiplexed: one is enough) and its load.
 #[derive(Default)]
 struct Slot {
-    conn: tokio::sync::Mutex<Option<SendRequest<Body>>>,
+    current: Mutex<Option<SendRequest<Body>>>,
+    /// Held while connecting, so concurrent callers share one attempt instead of stampeding a
+    /// recovering endpoint; never held on the fast path.
+    connecting: tokio::sync::Mutex<()>,
     inflight: AtomicUsize,
 }
 
@@ -422,32 +428,39 @@ impl Slot {
         InflightGuard(&self.inflight)
     }
 
-    /// A ready sender, connecting if there is none or the old connection died. The lock makes
-    /// concurrent callers share one connection attempt instead of stampeding the endpoint.
+    fn open_sender(&self) -> Option<SendRequest<Body>> {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        current.as_ref().filter(|s| !s.is_closed()).cloned()
+    }
+
+    /// A ready sender, connecting if there is none or the old connection died.
     async fn sender(
         &self,
         endpoint: &Endpoint,
         policy: &RetryPolicy,
     ) -> io::Result<SendRequest<Body>> {
-        let mut guard = self.conn.lock().await;
-        if let Some(sender) = guard.as_mut()
-            && !sender.is_closed()
+        if let Some(mut sender) = self.open_sender()
             && sender.ready().await.is_ok()
         {
-            return Ok(sender.clone());
+            return Ok(sender);
         }
-        *guard = None;
+        let _connecting = self.connecting.lock().await;
+        // Someone else may have reconnected while we waited for the lock.
+        if let Some(mut sender) = self.open_sender()
+            && sender.ready().await.is_ok()
+        {
+            return Ok(sender);
+        }
         let sender = tokio::time::timeout(policy.connect_timeout, connect(endpoint))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        *guard = Some(sender.clone());
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender.clone());
         Ok(sender)
     }
 
+    /// Forgets the connection so the next call dials again (after GOAWAY or a refused stream).
     fn reset(&self) {
-        if let Ok(mut guard) = self.conn.try_lock() {
-            *guard = None;
-        }
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 
