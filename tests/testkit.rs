@@ -1,1 +1,641 @@
+//! arca-tests' kit for real-process tests: start `arca` (or `arca-fixture`) as a child process
+//! on its own temp dir and free loopback ports, talk HTTP/1.1 to it, read its JSON logs, signal
+//! it, and wait for states by polling with a deadline, never by sleeping and hoping.
+//!
+//! Main types: [`TempDir`], [`Proc`] (a child killed on drop, its output captured line by
+//! line), [`Server`] (a `Proc` with its debug and public addresses) and [`Launch`] to build one.
+//! Free functions: [`arca_bin`], [`free_port`], [`get`] and [`eventually`].
 
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+/// How often [`eventually`] looks again; cheap requests against loopback.
+const POLL: Duration = Duration::from_millis(10);
+
+/// `target/debug/arca`, next to this test executable's `deps/` directory.
+pub fn arca_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("path of the running test executable");
+    // target/debug/deps/foundation-1234 → target/debug/arca
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let bin = dir.join("arca");
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build --workspace --bins` first (`make test` does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A free loopback port: bound to port 0, read, released. The kernel does not hand the same
+/// ephemeral port out again at once, so tests running in parallel do not collide.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// `127.0.0.1:PORT` with a free port.
+pub fn free_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// A fresh directory under the system temp dir, removed on drop unless the test is failing
+/// (then it is kept, and its path printed, for a look at what the processes left).
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Short: Unix socket paths inside it must stay under ~100 bytes.
+        let path = std::env::temp_dir().join(format!(
+            "arca-t{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("keeping {} for inspection", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+type Lines = Arc<Mutex<Vec<String>>>;
+
+/// A child process whose stdout and stderr are captured line by line as they come; killed
+/// (SIGKILL) and reaped on drop if still running, so a failing test leaves nothing behind.
+pub struct Proc {
+    name: String,
+    child: std::process::Child,
+    stdout: Lines,
+    stderr: Lines,
+    readers: Vec<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdin closed and both outputs captured.
+    pub fn spawn(mut cmd: Command) -> anyhow::Result<Self> {
+        let name = format!("{cmd:?}");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("spawn {name}"))?;
+        let stdout = Lines::default();
+        let stderr = Lines::default();
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(collect(out, stdout.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(collect(err, stderr.clone()));
+        }
+        Ok(Self {
+            name,
+            child,
+            stdout,
+            stderr,
+            readers,
+            status: None,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`) to the process.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) with our own child's pid; it has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(rc, 0, "kill({}, {signal}) failed", self.pid());
+    }
+
+    pub fn sigterm(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Whether the process has exited (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        self.try_status().is_some()
+    }
+
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Waits up to `within` for the process to exit, then until its output is fully read.
+    pub async fn wait_exit(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.try_status() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{} still running after {within:?}; stderr ends with:\n{}",
+                    self.name,
+                    self.stderr_tail(20)
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        };
+        // The pipes close with the process; the readers finish right after.
+        for reader in self.readers.drain(..) {
+            let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+        }
+        Ok(status)
+    }
+
+    /// [`wait_exit`](Self::wait_exit), then the exit code (`None` if killed by a signal).
+    pub async fn exit_code(&mut self, within: Duration) -> anyhow::Result<Option<i32>> {
+        Ok(self.wait_exit(within).await?.code())
+    }
+
+    pub fn stdout(&self) -> Vec<String> {
+        lock(&self.stdout).clone()
+    }
+
+    pub fn stderr(&self) -> Vec<String> {
+        lock(&self.stderr).clone()
+    }
+
+    /// The last `n` stderr lines, for failure messages.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        let lines = lock(&self.stderr);
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// The stderr lines that are JSON log events (`log.format: json`), parsed.
+    pub fn events(&self) -> Vec<Value> {
+        lock(&self.stderr)
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("fields").is_some())
+            .collect()
+    }
+
+    /// Log events whose message is `message`, in order.
+    pub fn events_with(&self, message: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["fields"]["message"] == message)
+            .collect()
+    }
+
+    /// Waits up to `within` for a log event matching `pred`.
+    pub async fn wait_event(
+        &self,
+        within: Duration,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let found = eventually(within, what, || {
+            let hit = self.events().into_iter().find(|e| pred(e));
+            async move { Ok(hit) }
+        })
+        .await;
+        found.with_context(|| format!("stderr ends with:\n{}", self.stderr_tail(20)))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn collect(pipe: impl Read + Send + 'static, into: Lines) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            lock(&into).push(line);
+        }
+    })
+}
+
+fn lock(lines: &Lines) -> std::sync::MutexGuard<'_, Vec<String>> {
+    lines.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A command for `bin` with every inherited `ARCA_*` variable removed, so the developer's
+/// environment cannot change what a test runs.
+pub fn command(bin: impl AsRef<Path>) -> Command {
+    let mut cmd = Command::new(bin.as_ref());
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("ARCA_") {
+            cmd.env_remove(var);
+        }
+    }
+    cmd
+}
+
+/// The admin password [`Launch::fixture`] configures.
+pub const FIXTURE_PASSWORD: &str = "fixture-password";
+/// HTTP Basic credentials of the admin user of a [`Launch::fixture`] process.
+pub const AS_ADMIN: [(&str, &str); 1] = [(
+    "authorization",
+    "Basic YWRtaW46Zml4dHVyZS1wYXNzd29yZA==", // admin:fixture-password
+)];
+
+/// Builds an `arca server` (or `arca-fixture`) process on `DIR/data`, a free debug port and a
+/// free public port, logging JSON.
+pub struct Launch {
+    cmd: Command,
+    fixture: bool,
+    data_dir: PathBuf,
+    debug: String,
+    public: String,
+}
+
+impl Launch {
+    /// `arca server`, given data dir, addresses and log format by its own flags.
+    pub fn arca(dir: &TempDir) -> Self {
+        let mut cmd = command(arca_bin());
+        cmd.current_dir(dir.path()).arg("server");
+        Self::new(cmd, false, dir)
+    }
+
+    /// The fixture binary (its path is `env!("CARGO_BIN_EXE_arca-fixture")` in the test),
+    /// given the same settings through `ARCA_*` variables, which both binaries read. Its admin
+    /// password is [`FIXTURE_PASSWORD`]: requests carrying [`AS_ADMIN`] pass the proxy.
+    pub fn fixture(bin: &str, dir: &TempDir, services: &str) -> Self {
+        let mut cmd = command(bin);
+        cmd.current_dir(dir.path())
+            .env("ARCA_SERVICES", services)
+            .env("ARCA_ADMIN_PASSWORD", FIXTURE_PASSWORD);
+        Self::new(cmd, true, dir)
+    }
+
+    fn new(cmd: Command, fixture: bool, dir: &TempDir) -> Self {
+        Self {
+            cmd,
+            fixture,
+            data_dir: dir.join("data"),
+            debug: free_addr(),
+            public: free_addr(),
+        }
+    }
+
+    /// The public address (`proxy.http.addr`) instead of a free port.
+    pub fn public_addr(mut self, addr: &str) -> Self {
+        self.public = addr.to_owned();
+        self
+    }
+
+    pub fn data_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.data_dir = path.into();
+        self
+    }
+
+    /// `--services LIST` (both binaries take it).
+    pub fn services(self, list: &str) -> Self {
+        self.arg("--services").arg(list)
+    }
+
+    /// `--set KEY=VALUE`.
+    pub fn set(mut self, key: &str, value: impl AsRef<str>) -> Self {
+        self.cmd
+            .arg("--set")
+            .arg(format!("{key}={}", value.as_ref()));
+        self
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    pub fn env(mut self, var: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.env(var, value);
+        self
+    }
+
+    pub fn spawn(mut self) -> anyhow::Result<Server> {
+        if self.fixture {
+            self.cmd
+                .env("ARCA_DATA_DIR", &self.data_dir)
+                .env("ARCA_DEBUG_ADDR", &self.debug)
+                .env("ARCA_PROXY_HTTP_ADDR", &self.public)
+                .env("ARCA_LOG_FORMAT", "json");
+        } else {
+            self.cmd
+                .arg("--data-dir")
+                .arg(&self.data_dir)
+                .args(["--debug-addr", &self.debug])
+                .args(["--proxy-http-addr", &self.public])
+                .args(["--log-format", "json"]);
+        }
+        Ok(Server {
+            proc: Proc::spawn(self.cmd)?,
+            debug: self.debug,
+            public: self.public,
+        })
+    }
+}
+
+/// A running server process and where to reach it.
+pub struct Server {
+    pub proc: Proc,
+    /// `HOST:PORT` of its debug server (`/healthz`, `/readyz`, `/metrics`).
+    pub debug: String,
+    /// `HOST:PORT` of its public HTTP listener (meaningful when it hosts the proxy).
+    pub public: String,
+}
+
+impl Server {
+    /// `/readyz`: its status code and JSON body; an error while nothing answers.
+    pub async fn readyz(&self) -> anyhow::Result<(u16, Value)> {
+        let resp = get(&self.debug, "/readyz", &[]).await?;
+        let body = serde_json::from_slice(&resp.body)
+            .with_context(|| format!("/readyz body {:?}", resp.text()))?;
+        Ok((resp.status, body))
+    }
+
+    /// Polls `/readyz` until `pred(status, body)` holds; fails early if the process exits.
+    pub async fn wait_readyz(
+        &mut self,
+        within: Duration,
+        what: &str,
+        pred: impl Fn(u16, &Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let last = match self.readyz().await {
+                Ok((status, body)) if pred(status, &body) => return Ok(body),
+                Ok((status, body)) => format!("{status} {body}"),
+                Err(e) => format!("{e:#}"),
+            };
+            if self.proc.has_exited() {
+                bail!(
+                    "waiting for {what}: the process exited; last /readyz: {last}; stderr:\n{}",
+                    self.proc.stderr_tail(20)
+                );
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "waiting for {what}: not within {within:?}; last /readyz: {last}; stderr:\n{}",
+                    self.proc.stderr_tail(20)
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Polls until `/readyz` answers 200 `ready`. Every earlier answer must be a 503 that is
+    /// not `ready` (or no answer yet): a process is never half-ready with a 200.
+    pub async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<Value> {
+        let body = self
+            .wait_readyz(within, "/readyz 200", |status, body| {
+                assert!(
+                    status == 200 || status == 503,
+                    "/readyz answered {status}: {body}"
+                );
+                assert_eq!(
+                    status == 200,
+                    body["status"] == "ready",
+                    "/readyz status code and body disagree: {status} {body}"
+                );
+                status == 200
+            })
+            .await?;
+        Ok(body)
+    }
+
+    /// Polls until `/readyz` is 503 with `service` not ready and a reason for it containing
+    /// `reason`.
+    pub async fn wait_not_ready(
+        &mut self,
+        within: Duration,
+        service: &str,
+        reason: &str,
+    ) -> anyhow::Result<Value> {
+        self.wait_readyz(
+            within,
+            &format!("/readyz 503 with {service} not ready because {reason:?}"),
+            |status, body| {
+                status == 503
+                    && body["services"][service] != "ready"
+                    && body["reasons"][service]
+                        .as_str()
+                        .is_some_and(|r| r.contains(reason))
+            },
+        )
+        .await
+    }
+
+    /// GET on the public listener.
+    pub async fn get(&self, path: &str) -> anyhow::Result<HttpResponse> {
+        get(&self.public, path, &[]).await
+    }
+}
+
+/// A complete HTTP response.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn json(&self) -> anyhow::Result<Value> {
+        serde_json::from_slice(&self.body).with_context(|| format!("not JSON: {:?}", self.text()))
+    }
+}
+
+/// Sends `GET path` to `addr` over a fresh HTTP/1.1 connection and returns the response head;
+/// the body streams as the server sends it (hyper checks its framing: a body cut short is an
+/// error, never a silently short read).
+pub async fn request(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<hyper::Response<Incoming>> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect {addr}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut req = hyper::Request::get(path).header(hyper::header::HOST, addr);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let resp = sender
+        .send_request(req.body(Empty::<Bytes>::new())?)
+        .await
+        .with_context(|| format!("GET http://{addr}{path}"))?;
+    Ok(resp)
+}
+
+/// [`request`] and the whole body, within 10 s.
+pub async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> anyhow::Result<HttpResponse> {
+    let exchange = async {
+        let resp = request(addr, path, headers).await?;
+        let status = resp.status().as_u16();
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await?.to_bytes().to_vec();
+        Ok(HttpResponse {
+            status,
+            headers: parts.headers,
+            body,
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .with_context(|| format!("GET http://{addr}{path}: no complete answer within 10s"))?
+}
+
+/// Calls `check` every few milliseconds until it yields `Some`, failing after `within` with
+/// `what` and the last error seen.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + within;
+    let mut last = String::from("never true");
+    loop {
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() >= deadline {
+            bail!("{what}: not within {within:?} (last: {last})");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// A process that ran to completion.
+#[derive(Debug)]
+pub struct Finished {
+    /// `None` when killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: Vec<String>,
+    pub stderr: Vec<String>,
+}
+
+/// Runs `arca ARGS…` with `env` added, to completion (at most 10 s).
+pub async fn run_arca(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Finished> {
+    let mut cmd = command(arca_bin());
+    cmd.args(args);
+    for (var, value) in env {
+        cmd.env(var, value);
+    }
+    let mut proc = Proc::spawn(cmd)?;
+    let code = proc.exit_code(Duration::from_secs(10)).await?;
+    Ok(Finished {
+        code,
+        stdout: proc.stdout(),
+        stderr: proc.stderr(),
+    })
+}
+
+/// Checks that every "stopped" log line comes in reverse dependency order: for each edge
+/// `(dependant, dependency)` among the given services, the dependant stopped first. All of
+/// `services` must have logged "stopped".
+pub fn assert_stopped_in_reverse_dependency_order(
+    proc: &Proc,
+    services: &[&str],
+    edges: &[(&str, &str)],
+) {
+    let stopped: Vec<String> = proc
+        .events_with("stopped")
+        .iter()
+        .filter_map(|e| e["fields"]["service"].as_str().map(str::to_owned))
+        .collect();
+    for s in services {
+        assert!(
+            stopped.iter().any(|x| x == s),
+            "{s} never logged \"stopped\"; stopped: {stopped:?}\n{}",
+            proc.stderr_tail(30)
+        );
+    }
+    let at = |s: &str| stopped.iter().position(|x| x == s);
+    for (dependant, dependency) in edges {
+        if let (Some(a), Some(b)) = (at(dependant), at(dependency)) {
+            assert!(
+                a < b,
+                "{dependant} depends on {dependency} but stopped after it: {stopped:?}"
+            );
+        }
+    }
+}
+
+/// The dependency edges of arca's six services (dependant, dependency).
+pub const DEPENDENCIES: [(&str, &str); 6] = [
+    ("proxy", "frontend"),
+    ("frontend", "gateway"),
+    ("gateway", "storage-users"),
+    ("gateway", "storage-system"),
+    ("gateway", "sharing"),
+    ("sharing", "storage-system"),
+];
+
+/// The six service names.
+pub const ALL_SERVICES: [&str; 6] = [
+    "proxy",
+    "frontend",
+    "gateway",
+    "storage-users",
+    "storage-system",
+    "sharing",
+];

@@ -5,7 +5,11 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["arca/v1/probe.proto"];
+    let files = [
+        "arca/v1/probe.proto",
+        "arca/v1/storage.proto",
+        "arca/v1/users.proto",
+    ];
     println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(files.iter().map(|f| root.join(f)), [&root])?;
     tonic_prost_build::configure()

@@ -29,7 +29,10 @@ pub fn run(config: Option<PathBuf>, debug_addr: Option<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(tokio::time::timeout(Duration::from_secs(5), readyz(&addr))) {
+    // The timer must be created inside the runtime.
+    match runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), readyz(&addr)).await })
+    {
         Ok(Ok((status, body))) => {
             println!("{}", body.trim_end());
             if status == 200 {

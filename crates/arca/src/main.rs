@@ -135,24 +135,48 @@ fn load_config(file: Option<&std::path::Path>, args: &ServerArgs) -> Result<Conf
         flags.push_set(assignment).map_err(|e| e.to_string())?;
     }
     let config = arca_config::load_from_process(file, flags).map_err(|e| e.to_string())?;
+    arca_runtime::telemetry::check_log_level(&config.log.level)?;
+    check_endpoints(&config)?;
     check_reachability(&config)?;
     Ok(config)
+}
+
+/// An in-process endpoint is found by service name, so `mem://` must name its own service.
+fn check_endpoints(config: &Config) -> Result<(), String> {
+    for service in arca_config::SERVICE_NAMES {
+        if let Some(arca_transport::Endpoint::Mem(name)) = config.endpoint(service)
+            && name != service
+        {
+            return Err(format!(
+                "{service}.endpoint: \"mem://{name}\" must be mem://{service}: in-process services are reached by their own name"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A dependency this process does not host must be findable through the registry; with the
 /// in-process registry nothing remote ever is, so that is a configuration error, caught before
 /// anything binds.
 fn check_reachability(config: &Config) -> Result<(), String> {
+    let source = config
+        .source
+        .as_ref()
+        .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
+    // Identity tokens signed in one process are verified in another: both need the secret.
+    if config.identity.secret.is_none()
+        && arca_config::SERVICE_NAMES.iter().any(|s| !config.hosts(s))
+    {
+        return Err(format!(
+            "identity.secret: required when services run in several processes (set it in every process's config or ARCA_IDENTITY_SECRET) ({source})"
+        ));
+    }
     for name in &config.services {
         for dep in compose(name, config).dependencies() {
             if config.hosts(dep) {
                 continue;
             }
             let listed = config.registry.static_endpoints.contains_key(*dep);
-            let source = config
-                .source
-                .as_ref()
-                .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
             match config.registry.kind {
                 RegistryKind::Static if listed => {}
                 RegistryKind::Static => {
@@ -262,13 +286,15 @@ fn init(file: Option<PathBuf>, force: bool) -> ExitCode {
 /// The file holds secrets: create it readable by its owner only.
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(path)?;
+    // `mode` applies only when the file is created; an overwritten one is narrowed here.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(bytes)?;
     f.sync_all()
 }

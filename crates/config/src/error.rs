@@ -85,6 +85,8 @@ pub enum Problem {
     NotEndpoint { value: String, error: EndpointError },
     #[error("{0} is not a URL like http://HOST:PORT or https://HOST:PORT")]
     NotUrl(String),
+    #[error("{0} is not a database URL (postgres://USER:PASSWORD@HOST:PORT/DB or sqlite://PATH)")]
+    NotDatabaseUrl(String),
     #[error("{0} is not a service (one of {list})", list = SERVICE_NAMES.join(", "))]
     NotService(String),
     #[error("{0} is listed twice")]

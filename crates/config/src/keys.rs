@@ -164,10 +164,22 @@ pub(crate) const KEYS: &[Key] = &[
         "Where the storage of users' spaces listens.",
     ),
     key(
+        "storage-users.database",
+        Unset,
+        Some("ARCA_STORAGE_USERS_DATABASE"),
+        "Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in data_dir.",
+    ),
+    key(
         "storage-system.endpoint",
         Text("mem://storage-system"),
         None,
         "Where the storage of system data listens.",
+    ),
+    key(
+        "storage-system.database",
+        Unset,
+        Some("ARCA_STORAGE_SYSTEM_DATABASE"),
+        "Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in data_dir.",
     ),
     key(
         "sharing.endpoint",

@@ -47,8 +47,8 @@ pub struct Config {
     pub proxy: ProxyConfig,
     pub frontend: ServiceSection,
     pub gateway: ServiceSection,
-    pub storage_users: ServiceSection,
-    pub storage_system: ServiceSection,
+    pub storage_users: StorageSection,
+    pub storage_system: StorageSection,
     pub sharing: ServiceSection,
 }
 
@@ -59,8 +59,8 @@ impl Config {
             "proxy" => return Some(&self.proxy.endpoint),
             "frontend" => &self.frontend,
             "gateway" => &self.gateway,
-            "storage-users" => &self.storage_users,
-            "storage-system" => &self.storage_system,
+            "storage-users" => return Some(&self.storage_users.endpoint),
+            "storage-system" => return Some(&self.storage_system.endpoint),
             "sharing" => &self.sharing,
             _ => return None,
         };
@@ -168,4 +168,22 @@ pub struct ProxyHttp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceSection {
     pub endpoint: Endpoint,
+}
+
+/// A storage service: where it listens and which metadata database it uses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StorageSection {
+    pub endpoint: Endpoint,
+    /// `postgres://…` or `sqlite://…`; `None` = SQLite under `data_dir/NAME`.
+    pub database: Option<String>,
+}
+
+impl fmt::Debug for StorageSection {
+    // The URL may carry a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageSection")
+            .field("endpoint", &self.endpoint)
+            .field("database", &self.database.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }

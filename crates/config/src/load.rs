@@ -18,7 +18,7 @@ use crate::keys::{default_of, key_of_env};
 use crate::{
     Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin, OtlpConfig,
     Problem, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, SERVICE_NAMES, ServiceSection,
-    ShutdownConfig, TracingConfig,
+    ShutdownConfig, StorageSection, TracingConfig,
 };
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
@@ -285,9 +285,17 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
     };
     let frontend = service("frontend")?;
     let gateway = service("gateway")?;
-    let storage_users = service("storage-users")?;
-    let storage_system = service("storage-system")?;
     let sharing = service("sharing")?;
+    let mut storage = |name| {
+        root.section(name, |t| {
+            Ok(StorageSection {
+                endpoint: t.field("endpoint").endpoint()?,
+                database: t.field("database").optional_database_url()?,
+            })
+        })
+    };
+    let storage_users = storage("storage-users")?;
+    let storage_system = storage("storage-system")?;
     root.finish()?;
     Ok(Config {
         source: None,
@@ -551,6 +559,23 @@ impl<'a> Field<'a> {
                 error,
             })
         })
+    }
+
+    fn optional_database_url(&self) -> Result<Option<String>, ConfigError> {
+        let Some(url) = self.optional_text()? else {
+            return Ok(None);
+        };
+        let known = ["postgres://", "postgresql://", "sqlite://"];
+        if known
+            .iter()
+            .any(|p| url.len() > p.len() && url.starts_with(p))
+        {
+            Ok(Some(url))
+        } else {
+            // The URL may hold a password: name the scheme only.
+            let scheme = url.split_once("://").map_or("(no scheme)", |(s, _)| s);
+            Err(self.error(Problem::NotDatabaseUrl(format!("a {scheme:?} URL"))))
+        }
     }
 
     fn optional_url(&self) -> Result<Option<String>, ConfigError> {

@@ -8,6 +8,9 @@ use axum::Json;
 use axum::routing::get;
 use serde_json::{Value, json};
 
+pub mod dav;
+mod webdav;
+
 /// The frontend service.
 pub struct Frontend;
 
@@ -17,12 +20,20 @@ impl Service for Frontend {
     }
 
     fn dependencies(&self) -> &'static [&'static str] {
-        &["gateway"]
+        // The data path streams straight to the provider, so it must be reachable too.
+        &["gateway", "storage-users"]
     }
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
-            let router = Router::new().route("/status.php", get(status));
+            let dav = webdav::Dav::new(
+                ctx.channel("gateway"),
+                ctx.channel("storage-users"),
+                ctx.channel("storage-system"),
+            );
+            let router = Router::new()
+                .route("/status.php", get(status))
+                .merge(webdav::routes(dav));
             ctx.set_ready();
             ctx.serve(router).await
         })

@@ -1,12 +1,25 @@
 //! arca-gateway: the one gRPC API the frontend calls; finds the storage provider for a space.
 //!
-//! Today it serves the probe and reports ready only while every storage provider and the
-//! sharing service answer theirs; the space lookup and forwarding arrive with the files work.
+//! It serves the `Storage` API and forwards each call to the provider named in the resource's
+//! id (`PROVIDER$SPACE!NODE`), or to storage-users for the caller's own personal space, so
+//! routing costs no lookup. The caller's identity travels with the forwarded call and the
+//! provider checks it against the space on every call; the gateway refuses anonymous calls
+//! and operations spanning two providers before anything is forwarded.
 
-use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
+use arca_proto::ErrorKind;
+use arca_proto::ids::{parse_node_id, parse_space_id};
+use arca_proto::v1::storage_client::StorageClient;
+use arca_proto::v1::storage_server::{Storage, StorageServer};
+use arca_proto::v1::*;
+use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
+use arca_transport::Channel;
+use tonic::{Request, Response, Status};
 
 /// The gateway service.
 pub struct Gateway;
+
+/// Where personal spaces live.
+const USERS_PROVIDER: &str = "storage-users";
 
 impl Service for Gateway {
     fn name(&self) -> &'static str {
@@ -19,9 +32,181 @@ impl Service for Gateway {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
+            let api = GatewayApi {
+                users: ctx.channel("storage-users"),
+                system: ctx.channel("storage-system"),
+            };
+            let router = tonic::service::Routes::new(StorageServer::new(api)).into_axum_router();
             // Nothing of its own to open: the gateway holds no state, only routes calls.
             ctx.set_ready();
-            ctx.serve(Router::new()).await
+            ctx.serve(router).await
         })
+    }
+}
+
+struct GatewayApi {
+    users: Channel,
+    system: Channel,
+}
+
+impl GatewayApi {
+    fn provider(&self, name: &str) -> StorageClient<Channel> {
+        let channel = if name == "storage-system" {
+            &self.system
+        } else {
+            &self.users
+        };
+        StorageClient::new(channel.clone())
+    }
+
+    /// The provider holding `r`: named by its node or space id, else the caller's home.
+    fn provider_of(r: Option<&Ref>) -> Result<&'static str, Status> {
+        let Some(r) = r else {
+            return Err(ErrorKind::InvalidArgument.status("missing resource reference"));
+        };
+        if !r.node_id.is_empty() {
+            return parse_node_id(&r.node_id).map(|(p, _, _)| p).ok_or_else(|| {
+                ErrorKind::NotFound.status(format!("no such resource id {:?}", r.node_id))
+            });
+        }
+        if !r.space_id.is_empty() {
+            return parse_space_id(&r.space_id).map(|(p, _)| p).ok_or_else(|| {
+                ErrorKind::NotFound.status(format!("no such space {:?}", r.space_id))
+            });
+        }
+        Ok(USERS_PROVIDER)
+    }
+
+    fn same_provider(a: Option<&Ref>, b: Option<&Ref>) -> Result<&'static str, Status> {
+        let (pa, pb) = (Self::provider_of(a)?, Self::provider_of(b)?);
+        if pa != pb {
+            return Err(
+                ErrorKind::Conflict.status("source and destination are in different storages")
+            );
+        }
+        Ok(pa)
+    }
+}
+
+/// Forwards one call: authenticated callers only, to the provider `$provider` evaluates to.
+macro_rules! forward {
+    ($self:ident, $req:ident, $method:ident, $provider:expr) => {{
+        caller(&$req)?;
+        let provider: &'static str = $provider;
+        $self
+            .provider(provider)
+            .$method(Request::new($req.into_inner()))
+            .await
+    }};
+}
+
+#[tonic::async_trait]
+impl Storage for GatewayApi {
+    async fn get_home_space(
+        &self,
+        req: Request<GetHomeSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        forward!(self, req, get_home_space, USERS_PROVIDER)
+    }
+
+    async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
+        let provider = parse_space_id(&req.get_ref().space_id)
+            .map(|(p, _)| p)
+            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        forward!(self, req, get_space, provider)
+    }
+
+    async fn list_spaces(
+        &self,
+        req: Request<ListSpacesRequest>,
+    ) -> Result<Response<ListSpacesResponse>, Status> {
+        forward!(self, req, list_spaces, USERS_PROVIDER)
+    }
+
+    async fn create_space(
+        &self,
+        req: Request<CreateSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        forward!(self, req, create_space, USERS_PROVIDER)
+    }
+
+    async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, stat, p)
+    }
+
+    async fn list(&self, req: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, list, p)
+    }
+
+    async fn create_dir(&self, req: Request<CreateDirRequest>) -> Result<Response<Node>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, create_dir, p)
+    }
+
+    async fn delete(
+        &self,
+        req: Request<DeleteRequest>,
+    ) -> Result<Response<DeleteResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, delete, p)
+    }
+
+    async fn r#move(&self, req: Request<MoveRequest>) -> Result<Response<MoveResponse>, Status> {
+        let r = req.get_ref();
+        let p = Self::same_provider(r.source.as_ref(), r.destination.as_ref())?;
+        forward!(self, req, r#move, p)
+    }
+
+    async fn copy(&self, req: Request<CopyRequest>) -> Result<Response<CopyResponse>, Status> {
+        let r = req.get_ref();
+        let p = Self::same_provider(r.source.as_ref(), r.destination.as_ref())?;
+        forward!(self, req, copy, p)
+    }
+
+    async fn set_props(
+        &self,
+        req: Request<SetPropsRequest>,
+    ) -> Result<Response<SetPropsResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, set_props, p)
+    }
+
+    async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, lock, p)
+    }
+
+    async fn unlock(
+        &self,
+        req: Request<UnlockRequest>,
+    ) -> Result<Response<UnlockResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, unlock, p)
+    }
+
+    async fn get_locks(
+        &self,
+        req: Request<GetLocksRequest>,
+    ) -> Result<Response<GetLocksResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, get_locks, p)
+    }
+
+    async fn initiate_upload(
+        &self,
+        req: Request<InitiateUploadRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, initiate_upload, p)
+    }
+
+    async fn initiate_download(
+        &self,
+        req: Request<InitiateDownloadRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, initiate_download, p)
     }
 }

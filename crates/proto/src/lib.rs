@@ -1,6 +1,12 @@
-//! arca-proto: the gRPC protocol between arca's services, generated from `proto/` at build time.
+//! arca-proto: the gRPC protocol between arca's services, generated from `proto/` at build
+//! time, and the one mapping of error kinds to gRPC and HTTP statuses ([`ErrorKind`]).
 
-/// `arca.v1`: what every service serves (the probe) and, as services grow APIs, their messages.
+mod error;
+pub mod ids;
+
+pub use error::ErrorKind;
+
+/// `arca.v1`: the probe every service serves and the storage API.
 pub mod v1 {
     tonic::include_proto!("arca.v1");
 }

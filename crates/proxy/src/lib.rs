@@ -2,12 +2,16 @@
 //!
 //! It streams request and response bodies through without buffering, gives every request an
 //! id (`X-Request-Id`, kept when the client sent a sane one), and writes one access-log line per
-//! request. Authentication, TLS and limits arrive with the identity work.
+//! request. It authenticates every request but the anonymous ones (`/status.php`) and hands
+//! the frontend a signed identity token in place of the client's credentials; TLS, OIDC, app
+//! tokens and limits arrive with the rest of the identity work.
+
+mod auth;
 
 use std::time::Instant;
 
 use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
-use arca_transport::context::REQUEST_ID_HEADER;
+use arca_transport::context::{IDENTITY_HEADER, REQUEST_ID_HEADER};
 use arca_transport::{Channel, Endpoint};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -34,7 +38,8 @@ impl Service for Proxy {
     }
 
     fn dependencies(&self) -> &'static [&'static str] {
-        &["frontend"]
+        // storage-system answers who a credential belongs to.
+        &["frontend", "storage-system"]
     }
 
     fn public_endpoints(&self) -> Vec<Endpoint> {
@@ -43,8 +48,11 @@ impl Service for Proxy {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
-            let frontend = ctx.channel("frontend");
-            let public = Router::new().fallback(forward).with_state(frontend);
+            let state = ProxyState {
+                frontend: ctx.channel("frontend"),
+                auth: auth::Authenticator::new(ctx.channel("storage-system"), ctx.signer().clone()),
+            };
+            let public = Router::new().fallback(forward).with_state(state);
             ctx.set_ready();
             ctx.serve_with_public(Router::new(), Some(public)).await
         })
@@ -64,29 +72,45 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-authorization",
 ];
 
-async fn forward(State(frontend): State<Channel>, mut req: Request) -> Response {
+#[derive(Clone)]
+struct ProxyState {
+    frontend: Channel,
+    auth: auth::Authenticator,
+}
+
+/// Paths anyone may reach: clients read them before they log in.
+fn is_anonymous(path: &str) -> bool {
+    path == "/status.php"
+}
+
+async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response {
     let start = Instant::now();
     let request_id = request_id(req.headers());
     strip_hop_by_hop(req.headers_mut());
     req.headers_mut()
         .insert(REQUEST_ID_HEADER, request_id.clone());
+    // Only the proxy vouches for identities: whatever a client sent under that name goes.
+    req.headers_mut().remove(IDENTITY_HEADER);
     let method = req.method().clone();
     // The path only: queries can carry tokens, and access logs outlive them.
     let path = req.uri().path().to_owned();
 
-    let mut response = match frontend.oneshot(req).await {
-        Ok(resp) => resp,
-        Err(e) => {
-            let message = match e.downcast_ref::<tonic::Status>() {
-                Some(status) => status.message().to_owned(),
-                None => e.to_string(),
-            };
-            tracing::warn!(error = %message, "frontend unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("frontend unavailable: {message}\n"),
-            )
-                .into_response()
+    let mut response = if is_anonymous(&path) {
+        send(&state.frontend, req).await
+    } else {
+        let authorization = req.headers().get(header::AUTHORIZATION);
+        match state.auth.authenticate(authorization).await {
+            Ok(token) => {
+                req.headers_mut().remove(header::AUTHORIZATION);
+                req.headers_mut().insert(IDENTITY_HEADER, token);
+                send(&state.frontend, req).await
+            }
+            Err(auth::AuthError::Missing | auth::AuthError::Invalid) => challenge(req.headers()),
+            Err(auth::AuthError::Unavailable(why)) => {
+                tracing::warn!(error = %why, "cannot verify credentials");
+                let body = "authentication unavailable, retry later\n";
+                (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+            }
         }
     };
     strip_hop_by_hop(response.headers_mut());
@@ -101,7 +125,39 @@ async fn forward(State(frontend): State<Channel>, mut req: Request) -> Response 
         ms = start.elapsed().as_secs_f64() * 1000.0,
         request_id = request_id.to_str().unwrap_or(""),
     );
-    response.map(Body::new)
+    response
+}
+
+/// 401 with the two challenges oCIS sends; the realm is the Host the client used.
+fn challenge(headers: &HeaderMap) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic() && b != b'"'))
+        .unwrap_or("arca");
+    let mut response = (StatusCode::UNAUTHORIZED, "authentication required\n").into_response();
+    for scheme in ["Bearer", "Basic"] {
+        let value = format!("{scheme} realm=\"{host}\", charset=\"UTF-8\"");
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().append(header::WWW_AUTHENTICATE, v);
+        }
+    }
+    response
+}
+
+async fn send(frontend: &Channel, req: Request) -> Response {
+    match frontend.clone().oneshot(req).await {
+        Ok(resp) => resp.map(Body::new),
+        Err(e) => {
+            let message = match e.downcast_ref::<tonic::Status>() {
+                Some(status) => status.message().to_owned(),
+                None => e.to_string(),
+            };
+            tracing::warn!(error = %message, "frontend unreachable");
+            let body = format!("frontend unavailable: {message}\n");
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
 }
 
 /// The client's id if it is short printable ASCII (it ends up in logs), otherwise a new one.

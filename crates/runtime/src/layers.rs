@@ -5,31 +5,96 @@ use std::time::Instant;
 
 use arca_proto::v1::probe_server::{Probe, ProbeServer};
 use arca_proto::v1::{CheckRequest, CheckResponse, State as ProbeState};
-use arca_transport::context::{CallContext, extract_trace};
+use arca_transport::context::{CallContext, IDENTITY_HEADER, extract_trace};
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tower::ServiceExt;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::health::Health;
+use crate::token::{Identity, TokenError, TokenSigner};
 
 /// The internal router: the service's own routes, the probe, and observation.
-pub(crate) fn internal(router: Router, name: &'static str, health: Health) -> Router {
+pub(crate) fn internal(
+    router: Router,
+    name: &'static str,
+    health: Health,
+    signer: TokenSigner,
+) -> Router {
     let probe = ProbeServer::new(ProbeImpl { name, health });
     router
         .route_service(
             "/arca.v1.Probe/{*rest}",
             probe.map_request(|r: Request| r.map(tonic::body::Body::new)),
         )
+        .layer(middleware::from_fn_with_state(signer, authenticate))
         .layer(middleware::from_fn_with_state(name, observe))
 }
 
-/// A public router (the proxy's listener): observation only.
+/// A public router (the proxy's listener): observation only; the proxy authenticates itself.
 pub(crate) fn public(router: Router, name: &'static str) -> Router {
     router.layer(middleware::from_fn_with_state(name, observe))
+}
+
+/// Verifies the identity token on every internal call. A valid one becomes an [`Identity`]
+/// extension for handlers; an invalid or expired one is refused here, so no handler ever sees
+/// a forged caller. Calls without a token pass through anonymous: handlers that need a caller
+/// refuse them (see [`Caller`] and [`caller`]).
+async fn authenticate(State(signer): State<TokenSigner>, mut req: Request, next: Next) -> Response {
+    if let Some(value) = req.headers().get(IDENTITY_HEADER) {
+        let verified = value
+            .to_str()
+            .map_err(|_| TokenError::Malformed)
+            .and_then(|token| signer.verify_identity(token));
+        match verified {
+            Ok(identity) => {
+                req.extensions_mut().insert(identity);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "refused a call with an invalid identity token");
+                return unauthenticated(&req, &format!("identity: {e}"));
+            }
+        }
+    }
+    next.run(req).await
+}
+
+fn unauthenticated(req: &Request, message: &str) -> Response {
+    let grpc = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        tonic::Status::unauthenticated(message.to_owned())
+            .into_http::<axum::body::Body>()
+            .map(axum::body::Body::new)
+    } else {
+        (http::StatusCode::UNAUTHORIZED, format!("{message}\n")).into_response()
+    }
+}
+
+/// The authenticated caller of an HTTP handler; refuses anonymous calls with 401.
+pub struct Caller(pub Identity);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Response> {
+        match parts.extensions.get::<Identity>() {
+            Some(identity) => Ok(Caller(identity.clone())),
+            None => Err((http::StatusCode::UNAUTHORIZED, "no caller identity\n").into_response()),
+        }
+    }
+}
+
+/// The authenticated caller of a gRPC method, or `UNAUTHENTICATED`.
+pub fn caller<T>(req: &tonic::Request<T>) -> Result<&Identity, tonic::Status> {
+    req.extensions()
+        .get::<Identity>()
+        .ok_or_else(|| tonic::Status::unauthenticated("no caller identity"))
 }
 
 struct ProbeImpl {
@@ -90,8 +155,11 @@ async fn observe(State(service): State<&'static str>, req: Request, next: Next) 
 
     let in_flight = metrics::gauge!("arca_requests_in_flight", "service" => service);
     in_flight.increment(1.0);
-    let response = call.scope(next.run(req)).instrument(span).await;
+    let response = call.scope(next.run(req)).instrument(span.clone()).await;
     in_flight.decrement(1.0);
+    // One line per handled request at debug level, inside the span: with JSON logs it carries
+    // the trace id, which is how one request is followed across hops without a collector.
+    span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "handled"));
 
     let status = match response.headers().get("grpc-status") {
         Some(code) => format!("grpc-{}", code.to_str().unwrap_or("?")),

@@ -10,10 +10,13 @@ mod layers;
 mod service;
 mod supervisor;
 pub mod telemetry;
+mod token;
 
 pub use health::{Health, Report};
+pub use layers::{Caller, caller};
 pub use service::{Context, Service, ServiceError};
 pub use supervisor::{Outcome, StartError, Supervisor};
+pub use token::{IDENTITY_PURPOSE, Identity, TokenError, TokenSigner};
 
 /// Re-exported so services build routers and futures with the runtime's versions.
 pub use axum::Router;

@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::health::Health;
 use crate::layers;
+use crate::token::TokenSigner;
 
 /// What a service's `run` may fail with; reported by the supervisor with the service's name.
 pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
@@ -46,6 +47,7 @@ pub struct Context {
     pub(crate) health: Health,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    pub(crate) signer: TokenSigner,
     pub(crate) internal: Listener,
     pub(crate) public: Vec<Listener>,
 }
@@ -62,6 +64,11 @@ impl Context {
     /// A client channel to another service by name, wherever it runs.
     pub fn channel(&self, service: &str) -> Channel {
         self.clients.channel(service)
+    }
+
+    /// Signs and verifies identity tokens and transfer grants with the process's secret.
+    pub fn signer(&self) -> &TokenSigner {
+        &self.signer
     }
 
     /// Declares the service itself ready (its own stores open, its own state loaded).
@@ -119,7 +126,12 @@ impl Context {
         internal: Router,
         public: Option<Router>,
     ) -> Result<(), ServiceError> {
-        let internal = layers::internal(internal, self.name, self.health.clone());
+        let internal = layers::internal(
+            internal,
+            self.name,
+            self.health.clone(),
+            self.signer.clone(),
+        );
         let mut servers = Vec::new();
         servers.push(arca_transport::serve(
             self.internal,

@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::health::{FAILURES_BEFORE_UNHEALTHY, Health, Phase, elapsed_ms};
 use crate::service::{Context, Service, ServiceError};
+use crate::token::TokenSigner;
 
 /// How a supervised process ended; the binary turns it into an exit code.
 #[derive(Debug)]
@@ -79,12 +80,16 @@ pub struct Supervisor {
     registry: Arc<dyn Registry>,
     health: Health,
     hub: MemHub,
+    signer: TokenSigner,
 }
 
 struct Running {
     name: &'static str,
     token: CancellationToken,
+    /// Reports the service's end to the supervisor.
     handle: JoinHandle<()>,
+    /// The service's own task, aborted with the reporter when it overruns the deadline.
+    abort: tokio::task::AbortHandle,
 }
 
 impl Supervisor {
@@ -93,7 +98,15 @@ impl Supervisor {
         services: Vec<Box<dyn Service>>,
         registry: Arc<dyn Registry>,
     ) -> Self {
+        // Without a configured secret, tokens only need to verify inside this process (the
+        // binary refuses a split deployment without one), so a fresh random key will do.
+        let secret = config
+            .identity
+            .secret
+            .clone()
+            .unwrap_or_else(|| arca_config::generate_secret(32));
         Self {
+            signer: TokenSigner::new(secret.as_bytes()),
             config,
             services,
             registry,
@@ -127,7 +140,7 @@ impl Supervisor {
         let mut services: HashMap<&'static str, Box<dyn Service>> =
             self.services.into_iter().map(|s| (s.name(), s)).collect();
         let mut running = Vec::new();
-        for name in &order {
+        for &name in &order {
             let Some(service) = services.remove(name) else {
                 continue;
             };
@@ -142,13 +155,15 @@ impl Supervisor {
                 local_deps: deps.iter().copied().filter(|d| local.contains(d)).collect(),
                 registered: registered.clone(),
                 started,
+                signer: self.signer.clone(),
             };
             let exit_tx = exit_tx.clone();
+            // The service runs in its own task so that a panic is caught here and reported as
+            // that service's failure instead of tearing down the supervisor.
+            let inner = tokio::spawn(task.run(service));
+            let abort = inner.abort_handle();
             let handle = tokio::spawn(async move {
-                let name = service.name();
-                // The service runs in its own task so that a panic is caught here and reported
-                // as that service's failure instead of tearing down the supervisor.
-                let result = match tokio::spawn(task.run(service)).await {
+                let result = match inner.await {
                     Ok(r) => r.map_err(|e| error_chain(&*e)),
                     Err(join) => Err(panic_message(join)),
                 };
@@ -158,6 +173,7 @@ impl Supervisor {
                 name,
                 token,
                 handle,
+                abort,
             });
         }
         drop(exit_tx);
@@ -237,6 +253,7 @@ impl Supervisor {
                     }
                     Err(_) => {
                         tracing::error!(service = svc.name, "still busy at the shutdown deadline; abandoning it");
+                        svc.abort.abort();
                         svc.handle.abort();
                         stragglers.push(svc.name);
                     }
@@ -267,6 +284,7 @@ struct ServiceTask {
     local_deps: Vec<&'static str>,
     registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>>,
     started: Instant,
+    signer: TokenSigner,
 }
 
 impl ServiceTask {
@@ -331,6 +349,7 @@ impl ServiceTask {
             health: self.health.clone(),
             shutdown: self.token.clone(),
             tasks: TaskTracker::new(),
+            signer: self.signer.clone(),
             internal,
             public,
         };

@@ -34,6 +34,14 @@ impl Telemetry {
     }
 }
 
+/// Checks a `log.level` filter without installing anything, so a bad one is a config error
+/// reported before the process starts.
+pub fn check_log_level(level: &str) -> Result<(), String> {
+    EnvFilter::try_new(level)
+        .map(|_| ())
+        .map_err(|e| format!("log.level: {level:?} is not a log filter: {e}"))
+}
+
 /// Installs the global subscriber (pretty or JSON logs on stderr), the W3C trace-context
 /// propagator, an OpenTelemetry tracer (exporting over OTLP only when configured) and the
 /// Prometheus recorder.

@@ -1,9 +1,17 @@
 //! arca-storage-system: the platform's own data: users, groups, share records, settings.
 //!
-//! Today it opens (creates and proves writable) its directory under `data_dir` and is ready
-//! once that succeeded; the metadata store and blob store arrive with the files work.
+//! It keeps them with the same storage machinery as users' files (arca-store: one relational
+//! metadata store, SQLite under `data_dir/storage-system` by default) and serves the `Users`
+//! API. On first start it creates the `admin` user with `identity.admin_password`
+//! (`ARCA_ADMIN_PASSWORD`), or with a random password printed once to the log.
 
-use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
+mod users;
+
+use std::sync::Arc;
+
+use arca_proto::v1::users_server::UsersServer;
+use arca_runtime::{BoxFuture, Context, Service, ServiceError};
+use arca_store::{Store, StoreConfig, StoreError};
 
 /// The storage-system service.
 pub struct StorageSystem;
@@ -19,12 +27,56 @@ impl Service for StorageSystem {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
-            // A storage service that cannot write its own directory can never work: fail the
-            // process (with the path and the OS error) rather than linger unready.
             let dir = ctx.data_dir("storage-system").await?;
-            tracing::debug!(dir = %dir.display(), "data directory ready");
+            let db_url = match &ctx.config().storage_system.database {
+                Some(url) => url.clone(),
+                None => format!("sqlite://{}?mode=rwc", dir.join("meta.db").display()),
+            };
+            let store = Store::open(StoreConfig::new(db_url, dir.join("blobs"))).await?;
+            ensure_admin(&store, ctx.config().identity.admin_password.clone()).await?;
+            let api = users::UsersApi {
+                store: store.clone(),
+                decoy: Arc::from(users::hash_password(arca_config::generate_secret(16)).await?),
+            };
+            let router = tonic::service::Routes::new(UsersServer::new(api)).into_axum_router();
             ctx.set_ready();
-            ctx.serve(Router::new()).await
+            let result = ctx.serve(router).await;
+            store.close().await;
+            result
         })
     }
+}
+
+/// Creates `admin` once. Never a fixed default password: the configured one, or a random one
+/// shown once, now, in the log.
+async fn ensure_admin(store: &Store, configured: Option<String>) -> Result<(), ServiceError> {
+    match store.user_by_name("admin").await {
+        Ok(_) => return Ok(()),
+        Err(StoreError::NotFound) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let (password, generated) = match configured {
+        Some(p) => (p, false),
+        None => (arca_config::generate_secret(12), true),
+    };
+    let hash = users::hash_password(password.clone()).await?;
+    match store.create_user("admin", "Admin", "", &hash, true).await {
+        Ok(_) => {}
+        // Another instance created it first: fine.
+        Err(StoreError::AlreadyExists) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    if generated {
+        tracing::warn!(
+            user = "admin",
+            password = %password,
+            "created the admin user with a generated password (shown only now; set ARCA_ADMIN_PASSWORD to choose one)"
+        );
+    } else {
+        tracing::info!(
+            user = "admin",
+            "created the admin user with the configured password"
+        );
+    }
+    Ok(())
 }

@@ -1,9 +1,25 @@
-//! arca-storage-users: users' spaces: file metadata and blobs.
+//! arca-storage-users: users' spaces: file metadata and blobs, served as the `Storage` API.
 //!
-//! Today it opens (creates and proves writable) its directory under `data_dir` and is ready
-//! once that succeeded; the metadata store and blob store arrive with the files work.
+//! Metadata lives in the store's relational database (SQLite under `data_dir/storage-users`
+//! by default), contents in its blob store; gRPC carries metadata operations and the HTTP data
+//! path (`/data/{token}`) carries the bytes. Every call is checked against the caller's
+//! identity here, whatever the gateway already did.
 
-use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
+mod convert;
+mod data;
+mod provider;
+
+use std::time::Duration;
+
+use arca_proto::v1::storage_server::StorageServer;
+use arca_runtime::{BoxFuture, Context, Service, ServiceError};
+use arca_store::{Store, StoreConfig};
+use axum::routing::put;
+
+/// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it
+/// is removed (an upload in progress is young; a crashed one is not).
+const GC_INTERVAL: Duration = Duration::from_secs(600);
+const GC_MIN_AGE: Duration = Duration::from_secs(3600);
 
 /// The storage-users service.
 pub struct StorageUsers;
@@ -22,9 +38,43 @@ impl Service for StorageUsers {
             // A storage service that cannot write its own directory can never work: fail the
             // process (with the path and the OS error) rather than linger unready.
             let dir = ctx.data_dir("storage-users").await?;
-            tracing::debug!(dir = %dir.display(), "data directory ready");
+            let db_url = match &ctx.config().storage_users.database {
+                Some(url) => url.clone(),
+                None => format!("sqlite://{}?mode=rwc", dir.join("meta.db").display()),
+            };
+            let store = Store::open(StoreConfig::new(db_url, dir.join("blobs"))).await?;
+            let provider = provider::Provider {
+                name: "storage-users",
+                store: store.clone(),
+                signer: ctx.signer().clone(),
+            };
+            let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
+                .into_axum_router();
+            let data = axum::Router::new()
+                .route("/data/{token}", put(data::upload).get(data::download))
+                .with_state(provider);
+            let router = grpc.merge(data);
+
+            let gc_store = store.clone();
+            let stop = ctx.shutdown();
+            ctx.spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(GC_INTERVAL) => {}
+                    }
+                    match gc_store.collect_orphans(GC_MIN_AGE).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(removed = n, "collected orphaned blobs"),
+                        Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
+                    }
+                }
+            });
+
             ctx.set_ready();
-            ctx.serve(Router::new()).await
+            let result = ctx.serve(router).await;
+            store.close().await;
+            result
         })
     }
 }

@@ -52,42 +52,53 @@ pub async fn serve(
             tracker.wait().await;
             Ok(())
         }
-        Listener::Tcp(listener) => {
-            accept_loop(
-                || async {
-                    let (stream, _) = listener.accept().await?;
-                    // Small gRPC frames must not wait for Nagle.
-                    let _ = stream.set_nodelay(true);
-                    Ok(stream)
-                },
-                router,
-                shutdown,
-            )
-            .await
-        }
+        Listener::Tcp(listener) => accept_loop(Sockets::Tcp(listener), router, shutdown).await,
         Listener::Unix(listener, path) => {
-            let result = accept_loop(
-                || async { Ok(listener.accept().await?.0) },
-                router,
-                shutdown,
-            )
-            .await;
-            let _ = tokio::fs::remove_file(&path).await;
-            result
+            accept_loop(Sockets::Unix(listener, path), router, shutdown).await
         }
     }
 }
 
-async fn accept_loop<S, F, Fut>(
-    accept: F,
+/// A socket listener being served; dropped as soon as serving stops.
+enum Sockets {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, std::path::PathBuf),
+}
+
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Sockets {
+    async fn accept(&self) -> io::Result<Accepted> {
+        match self {
+            Sockets::Tcp(l) => {
+                let (stream, _) = l.accept().await?;
+                // Small gRPC frames must not wait for Nagle.
+                let _ = stream.set_nodelay(true);
+                Ok(Accepted::Tcp(stream))
+            }
+            Sockets::Unix(l, _) => Ok(Accepted::Unix(l.accept().await?.0)),
+        }
+    }
+
+    /// Closes the listening socket (and removes a Unix socket's file), so that new clients
+    /// are refused at once instead of waiting in the backlog of a server that will never
+    /// accept them again.
+    async fn close(self) {
+        if let Sockets::Unix(listener, path) = self {
+            drop(listener);
+            let _ = tokio::fs::remove_file(&path).await;
+        }
+    }
+}
+
+async fn accept_loop(
+    sockets: Sockets,
     router: Router,
     shutdown: CancellationToken,
-) -> io::Result<()>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    F: Fn() -> Fut,
-    Fut: Future<Output = io::Result<S>>,
-{
+) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
@@ -98,17 +109,9 @@ where
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            accepted = accept() => match accepted {
-                Ok(stream) => {
-                    let service = TowerToHyperService::new(router.clone());
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    let conn = graceful.watch(conn.into_owned());
-                    tokio::spawn(async move {
-                        if let Err(e) = conn.await {
-                            tracing::debug!(error = %e, "connection ended with an error");
-                        }
-                    });
-                }
+            accepted = sockets.accept() => match accepted {
+                Ok(Accepted::Tcp(stream)) => serve_connection(&builder, &graceful, &router, stream),
+                Ok(Accepted::Unix(stream)) => serve_connection(&builder, &graceful, &router, stream),
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning, keep serving the rest.
                     tracing::warn!(error = %e, "accept failed");
@@ -117,10 +120,29 @@ where
             }
         }
     }
+    sockets.close().await;
     // HTTP/2 connections get GOAWAY (streams already started finish), HTTP/1 connections close
     // after their current response; then we wait for them all.
     graceful.shutdown().await;
     Ok(())
+}
+
+fn serve_connection<S>(
+    builder: &auto::Builder<TokioExecutor>,
+    graceful: &GracefulShutdown,
+    router: &Router,
+    stream: S,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(router.clone());
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn.into_owned());
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
 }
 
 /// A response body that keeps its in-memory server "busy" until it is fully sent or dropped.

@@ -1,0 +1,132 @@
+//! arca-bench: measures the two costs arca was built to cut, and prints each number beside the
+//! thing it is meant to beat.
+//!
+//! - `transport`: one unary gRPC call (`arca.v1.Probe/Check` on a trivial implementation) through
+//!   the real arca transport — [`arca_transport::bind`], [`arca_transport::serve`],
+//!   [`arca_transport::Clients`] — over `mem://`, `unix://` and `tcp://`, one caller at a time
+//!   and with 16 concurrent callers. Services of one process talk over `mem://`, so its cost
+//!   relative to a socket is the whole argument for hosting them together.
+//! - `process`: the real `arca` binary (`target/release/arca`, next to this one) on built-in
+//!   defaults: time until `/readyz` answers 200, idle RSS, listening TCP ports, and time from
+//!   SIGTERM to exit — printed beside what oCIS 7 measured on the same machine.
+//!
+//! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
+//! the machine and its load, a ratio measured in the same run does much less. Each target from
+//! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
+//! something could not be run at all.
+//!
+//! Usage: `arca-bench [all|transport|process]` (default `all`), in a release build.
+
+mod process;
+mod transport;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: arca-bench [all|transport|process]
+  transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
+  process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
+  all        both (the default)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (transport, process) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] | ["all"] => (true, true),
+        ["transport"] => (true, false),
+        ["process"] => (false, true),
+        ["-h" | "--help" | "help"] => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if cfg!(debug_assertions) {
+        println!("note: debug build; run with --release for meaningful numbers");
+    }
+    print_machine();
+
+    let mut targets = Targets::default();
+    let mut failed = false;
+    // A section that cannot run is reported and the next one still runs: one missing binary
+    // should not hide the transport numbers.
+    if transport && let Err(e) = transport::run(&mut targets) {
+        eprintln!("arca-bench: transport: {e:#}");
+        failed = true;
+    }
+    if process && let Err(e) = process::run(&mut targets) {
+        eprintln!("arca-bench: process: {e:#}");
+        failed = true;
+    }
+
+    println!();
+    match targets.missed {
+        0 => println!("summary: all {} targets met", targets.checked),
+        n => println!("summary: {n} of {} targets missed", targets.checked),
+    }
+    if failed {
+        println!("summary: some measurements could not be run (see errors above)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Cores and load average, so a reader can tell a slow machine from a slow arca: with a load
+/// above the core count, every time here is inflated by waiting for a CPU.
+fn print_machine() {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load1: f64 = load
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0.0);
+    println!("machine: {cores} cores, load average {load1:.2} (1 min)");
+    if load1 > cores as f64 * 0.75 {
+        println!("note: the machine is busy; times below are inflated by CPU contention");
+    }
+}
+
+/// Counts targets and prints one verdict line per target.
+#[derive(Default)]
+pub(crate) struct Targets {
+    checked: usize,
+    missed: usize,
+}
+
+impl Targets {
+    /// `what` states the measurement and the target, e.g. "mem sequential 2.4 µs/call ≤ 5 µs".
+    pub(crate) fn check(&mut self, met: bool, what: &str) {
+        self.checked += 1;
+        if met {
+            println!("target met:    {what}");
+        } else {
+            self.missed += 1;
+            println!("TARGET MISSED: {what}");
+        }
+    }
+}
+
+/// A directory of our own under the system temp dir, removed when dropped.
+pub(crate) struct Scratch {
+    pub(crate) path: std::path::PathBuf,
+}
+
+impl Scratch {
+    pub(crate) fn new(purpose: &str) -> std::io::Result<Self> {
+        let path =
+            std::env::temp_dir().join(format!("arca-bench-{}-{purpose}", std::process::id()));
+        // A leftover from an earlier run with the same pid is ours to replace.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

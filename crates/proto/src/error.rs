@@ -1,0 +1,141 @@
+//! The one mapping of arca's error kinds to gRPC status codes and HTTP statuses.
+//!
+//! A provider turns its typed error into an [`ErrorKind`] once; the kind rides in the gRPC
+//! status (code + `arca-error` metadata, so kinds that share a gRPC code stay distinct) through
+//! the gateway to the frontend, which answers the HTTP status chosen here. Handlers may still
+//! pick a method-specific status (MKCOL on an existing path is 405, RFC 4918 §9.3.1).
+
+use tonic::{Code, Status};
+
+/// What went wrong, independent of the protocol that reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    AlreadyExists,
+    /// A parent is missing, or the operation conflicts with the tree (RFC 4918 409).
+    Conflict,
+    /// An `If-Match`/`If-None-Match` or lock precondition failed.
+    PreconditionFailed,
+    QuotaExceeded,
+    Locked,
+    PermissionDenied,
+    Unauthenticated,
+    InvalidArgument,
+    TooLarge,
+    Unavailable,
+    Internal,
+}
+
+const KINDS: [(ErrorKind, &str); 12] = [
+    (ErrorKind::NotFound, "not_found"),
+    (ErrorKind::AlreadyExists, "already_exists"),
+    (ErrorKind::Conflict, "conflict"),
+    (ErrorKind::PreconditionFailed, "precondition_failed"),
+    (ErrorKind::QuotaExceeded, "quota_exceeded"),
+    (ErrorKind::Locked, "locked"),
+    (ErrorKind::PermissionDenied, "permission_denied"),
+    (ErrorKind::Unauthenticated, "unauthenticated"),
+    (ErrorKind::InvalidArgument, "invalid_argument"),
+    (ErrorKind::TooLarge, "too_large"),
+    (ErrorKind::Unavailable, "unavailable"),
+    (ErrorKind::Internal, "internal"),
+];
+
+const METADATA_KEY: &str = "arca-error";
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        KINDS
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map_or("internal", |(_, s)| s)
+    }
+
+    pub fn grpc_code(self) -> Code {
+        match self {
+            ErrorKind::NotFound => Code::NotFound,
+            ErrorKind::AlreadyExists => Code::AlreadyExists,
+            ErrorKind::Conflict | ErrorKind::PreconditionFailed | ErrorKind::Locked => {
+                Code::FailedPrecondition
+            }
+            ErrorKind::QuotaExceeded => Code::ResourceExhausted,
+            ErrorKind::PermissionDenied => Code::PermissionDenied,
+            ErrorKind::Unauthenticated => Code::Unauthenticated,
+            ErrorKind::InvalidArgument => Code::InvalidArgument,
+            ErrorKind::TooLarge => Code::OutOfRange,
+            ErrorKind::Unavailable => Code::Unavailable,
+            ErrorKind::Internal => Code::Internal,
+        }
+    }
+
+    pub fn http_status(self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            ErrorKind::NotFound => S::NOT_FOUND,
+            ErrorKind::AlreadyExists => S::METHOD_NOT_ALLOWED,
+            ErrorKind::Conflict => S::CONFLICT,
+            ErrorKind::PreconditionFailed => S::PRECONDITION_FAILED,
+            ErrorKind::QuotaExceeded => S::INSUFFICIENT_STORAGE,
+            ErrorKind::Locked => S::LOCKED,
+            ErrorKind::PermissionDenied => S::FORBIDDEN,
+            ErrorKind::Unauthenticated => S::UNAUTHORIZED,
+            ErrorKind::InvalidArgument => S::BAD_REQUEST,
+            ErrorKind::TooLarge => S::PAYLOAD_TOO_LARGE,
+            ErrorKind::Unavailable => S::SERVICE_UNAVAILABLE,
+            ErrorKind::Internal => S::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A gRPC status carrying this kind and a one-line message.
+    pub fn status(self, message: impl Into<String>) -> Status {
+        let mut status = Status::new(self.grpc_code(), message);
+        if let Ok(v) = self.as_str().parse() {
+            status.metadata_mut().insert(METADATA_KEY, v);
+        }
+        status
+    }
+
+    /// The kind a status carries; statuses from elsewhere are classified by their code.
+    pub fn of(status: &Status) -> ErrorKind {
+        if let Some(kind) = status
+            .metadata()
+            .get(METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| KINDS.iter().find(|(_, name)| *name == s))
+        {
+            return kind.0;
+        }
+        match status.code() {
+            Code::NotFound => ErrorKind::NotFound,
+            Code::AlreadyExists => ErrorKind::AlreadyExists,
+            Code::FailedPrecondition | Code::Aborted => ErrorKind::PreconditionFailed,
+            Code::ResourceExhausted => ErrorKind::QuotaExceeded,
+            Code::PermissionDenied => ErrorKind::PermissionDenied,
+            Code::Unauthenticated => ErrorKind::Unauthenticated,
+            Code::InvalidArgument | Code::OutOfRange => ErrorKind::InvalidArgument,
+            Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_survives_a_status_round_trip() {
+        for (kind, _) in KINDS {
+            assert_eq!(ErrorKind::of(&kind.status("x")), kind);
+        }
+    }
+
+    #[test]
+    fn foreign_statuses_map_by_code() {
+        assert_eq!(
+            ErrorKind::of(&Status::unavailable("down")),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(ErrorKind::of(&Status::unknown("?")), ErrorKind::Internal);
+    }
+}

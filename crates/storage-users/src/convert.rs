@@ -1,0 +1,95 @@
+//! Store types to protocol messages, and store errors to the shared error kinds.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arca_proto::ErrorKind;
+use arca_proto::ids;
+use arca_proto::v1;
+use arca_store::{DeadProp, Node, Space, StoreError};
+use tonic::Status;
+
+pub(crate) fn nanos(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+pub(crate) fn space(provider: &str, s: &Space) -> v1::Space {
+    v1::Space {
+        id: ids::space_id(provider, &s.id),
+        kind: s.kind.as_str().to_owned(),
+        owner_id: s.owner.clone(),
+        name: s.name.clone(),
+        quota: s.quota.unwrap_or(0),
+        used: s.used,
+        root_id: ids::node_id(provider, &s.id, &s.root_id),
+        etag: s.etag.clone(),
+        mtime_ns: nanos(s.created),
+        provider: provider.to_owned(),
+    }
+}
+
+pub(crate) fn node(
+    provider: &str,
+    n: &Node,
+    path: String,
+    owner: &str,
+    props: Vec<DeadProp>,
+) -> v1::Node {
+    let (sha1, md5, adler32) = match &n.checksums {
+        Some(c) => (c.sha1.clone(), c.md5.clone(), c.adler32.clone()),
+        None => Default::default(),
+    };
+    v1::Node {
+        id: ids::node_id(provider, &n.space_id, &n.id),
+        space_id: ids::space_id(provider, &n.space_id),
+        parent_id: n
+            .parent_id
+            .as_deref()
+            .map(|p| ids::node_id(provider, &n.space_id, p))
+            .unwrap_or_default(),
+        name: n.name.clone(),
+        is_dir: n.is_dir(),
+        size: n.size,
+        mtime_ns: nanos(n.mtime),
+        etag: n.etag.clone(),
+        sha1,
+        md5,
+        adler32,
+        path,
+        props: props
+            .into_iter()
+            .map(|p| v1::Property {
+                namespace: p.namespace,
+                name: p.name,
+                value: p.value,
+            })
+            .collect(),
+        locks: Vec::new(),
+        owner_id: owner.to_owned(),
+    }
+}
+
+/// The one mapping from store errors to the error kinds every service shares.
+pub(crate) fn status(e: StoreError) -> Status {
+    let kind = match &e {
+        StoreError::NotFound => ErrorKind::NotFound,
+        StoreError::AlreadyExists => ErrorKind::AlreadyExists,
+        StoreError::Conflict | StoreError::NotADirectory | StoreError::IsADirectory => {
+            ErrorKind::Conflict
+        }
+        StoreError::PreconditionFailed => ErrorKind::PreconditionFailed,
+        StoreError::QuotaExceeded => ErrorKind::QuotaExceeded,
+        StoreError::Locked => ErrorKind::Locked,
+        StoreError::Forbidden(_) => ErrorKind::PermissionDenied,
+        StoreError::InvalidName { .. }
+        | StoreError::ChecksumMismatch { .. }
+        | StoreError::LengthMismatch { .. }
+        | StoreError::InvalidRange
+        | StoreError::Body(_) => ErrorKind::InvalidArgument,
+        _ => {
+            tracing::error!(error = %e, "storage failure");
+            ErrorKind::Internal
+        }
+    };
+    kind.status(e.to_string())
+}

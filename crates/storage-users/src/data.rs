@@ -1,0 +1,227 @@
+//! The data path: file contents stream over HTTP here, never inside gRPC messages.
+//!
+//! `PUT /data/{token}` writes the body as the upload grant says; `GET /data/{token}` reads
+//! (with an optional single `Range`). The signed token is the whole authorisation: it was
+//! minted by `InitiateUpload`/`InitiateDownload` after the permission checks. The committed
+//! node comes back in the `x-arca-node` header (base64 protobuf), so the frontend can answer
+//! with ETag and file id without another call.
+
+use arca_store::{ChecksumAlgo, PutOptions, StoreError};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use futures::TryStreamExt;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use prost::Message as _;
+
+use crate::provider::{
+    DOWNLOAD_PURPOSE, DownloadGrant, Provider, UPLOAD_PURPOSE, UploadGrant, mtime,
+};
+
+pub(crate) const NODE_HEADER: &str = "x-arca-node";
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    (status, format!("{message}\n")).into_response()
+}
+
+fn store_error(e: StoreError) -> Response {
+    let code = match &e {
+        StoreError::NotFound => StatusCode::NOT_FOUND,
+        StoreError::Conflict | StoreError::NotADirectory | StoreError::IsADirectory => {
+            StatusCode::CONFLICT
+        }
+        StoreError::AlreadyExists | StoreError::PreconditionFailed => {
+            StatusCode::PRECONDITION_FAILED
+        }
+        StoreError::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
+        StoreError::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
+        StoreError::Locked => StatusCode::LOCKED,
+        StoreError::InvalidName { .. }
+        | StoreError::ChecksumMismatch { .. }
+        | StoreError::LengthMismatch { .. } => StatusCode::BAD_REQUEST,
+        // The client went away mid-body: nobody reads this answer, but it must not be a 500.
+        StoreError::Body(_) => StatusCode::BAD_REQUEST,
+        _ => {
+            tracing::error!(error = %e, "data path failure");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    };
+    error(code, e)
+}
+
+fn node_header(node: &arca_proto::v1::Node) -> Option<HeaderValue> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(node.encode_to_vec());
+    HeaderValue::from_str(&encoded).ok()
+}
+
+pub(crate) async fn upload(
+    State(p): State<Provider>,
+    Path(token): Path<String>,
+    body: Body,
+) -> Response {
+    let grant: UploadGrant = match p.signer.verify(UPLOAD_PURPOSE, &token) {
+        Ok(g) => g,
+        Err(e) => return error(StatusCode::FORBIDDEN, format_args!("upload token: {e}")),
+    };
+    let expected_checksum = match grant.checksum.split_once(':') {
+        None => None,
+        Some((algo, hex)) => match algo.parse::<ChecksumAlgo>() {
+            Ok(a) => Some((a, hex.to_owned())),
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format_args!("unsupported checksum type {algo:?}"),
+                );
+            }
+        },
+    };
+    let opts = PutOptions {
+        if_match: (!grant.if_match.is_empty()).then(|| grant.if_match.clone()),
+        if_none_match_any: grant.if_none_match_any,
+        mtime: mtime(grant.mtime_ns),
+        expected_checksum,
+        content_length: u64::try_from(grant.length).ok(),
+    };
+    let stream = body
+        .into_data_stream()
+        .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) });
+    match p
+        .store
+        .put_file(&grant.parent, &grant.name, stream, opts)
+        .await
+    {
+        Ok(node) => {
+            let message = p.node_message(&node, grant.path, &grant.owner);
+            let mut resp = StatusCode::OK.into_response();
+            if let Some(v) = node_header(&message) {
+                resp.headers_mut().insert(NODE_HEADER, v);
+            }
+            resp
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+pub(crate) async fn download(
+    State(p): State<Provider>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let grant: DownloadGrant = match p.signer.verify(DOWNLOAD_PURPOSE, &token) {
+        Ok(g) => g,
+        Err(e) => return error(StatusCode::FORBIDDEN, format_args!("download token: {e}")),
+    };
+    let range = match headers.get(header::RANGE).map(|v| v.to_str().unwrap_or("")) {
+        None => None,
+        Some(spec) => {
+            let size = match p.store.stat(&grant.node).await {
+                Ok(n) => n.size,
+                Err(e) => return store_error(e),
+            };
+            match parse_range(spec, size) {
+                RangeSpec::All => None,
+                RangeSpec::One(start, end) => Some((start, end)),
+                RangeSpec::Unsatisfiable => {
+                    let mut resp =
+                        error(StatusCode::RANGE_NOT_SATISFIABLE, "range not satisfiable");
+                    if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                        resp.headers_mut().insert(header::CONTENT_RANGE, v);
+                    }
+                    return resp;
+                }
+            }
+        }
+    };
+    let download = match p.store.open_read(&grant.node, range).await {
+        Ok(d) => d,
+        Err(e) => return store_error(e),
+    };
+    let message = p.node_message(&download.node, grant.path, &grant.owner);
+    let size = download.node.size;
+    let mut resp = Response::new(Body::from_stream(download.stream));
+    let h = resp.headers_mut();
+    if let Some(v) = node_header(&message) {
+        h.insert(NODE_HEADER, v);
+    }
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    match download.range {
+        Some((start, end)) => {
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let h = resp.headers_mut();
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{end}/{size}")) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+        }
+        None => {
+            resp.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+        }
+    }
+    resp
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RangeSpec {
+    /// Absent, malformed or multi-range: RFC 9110 §14.2 lets a server ignore it and send all.
+    All,
+    One(u64, u64),
+    Unsatisfiable,
+}
+
+/// A single `bytes=` range against a representation of `size` bytes (RFC 9110 §14.1.2).
+fn parse_range(spec: &str, size: u64) -> RangeSpec {
+    let Some(set) = spec.trim().strip_prefix("bytes=") else {
+        return RangeSpec::All;
+    };
+    if set.contains(',') {
+        return RangeSpec::All;
+    }
+    let Some((first, last)) = set.trim().split_once('-') else {
+        return RangeSpec::All;
+    };
+    let (first, last) = (first.trim(), last.trim());
+    if first.is_empty() {
+        // Suffix range: the last N bytes.
+        return match last.parse::<u64>() {
+            Ok(0) => RangeSpec::Unsatisfiable,
+            Ok(_) if size == 0 => RangeSpec::Unsatisfiable,
+            Ok(n) => RangeSpec::One(size.saturating_sub(n), size - 1),
+            Err(_) => RangeSpec::All,
+        };
+    }
+    let Ok(start) = first.parse::<u64>() else {
+        return RangeSpec::All;
+    };
+    let end = if last.is_empty() {
+        u64::MAX
+    } else {
+        match last.parse::<u64>() {
+            Ok(e) if e >= start => e,
+            _ => return RangeSpec::All,
+        }
+    };
+    if start >= size {
+        return RangeSpec::Unsatisfiable;
+    }
+    RangeSpec::One(start, end.min(size - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-9", 100), RangeSpec::One(0, 9));
+        assert_eq!(parse_range("bytes=90-", 100), RangeSpec::One(90, 99));
+        assert_eq!(parse_range("bytes=-10", 100), RangeSpec::One(90, 99));
+        assert_eq!(parse_range("bytes=-1000", 100), RangeSpec::One(0, 99));
+        assert_eq!(parse_range("bytes=100-", 100), RangeSpec::Unsatisfiable);
+        assert_eq!(parse_range("bytes=5-1", 100), RangeSpec::All);
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), RangeSpec::All);
+        assert_eq!(parse_range("items=0-1", 100), RangeSpec::All);
+        assert_eq!(parse_range("bytes=0-0", 0), RangeSpec::Unsatisfiable);
+    }
+}

@@ -1,0 +1,720 @@
+//! The `Storage` gRPC API over the store: who may touch which space, and path resolution.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use arca_proto::ErrorKind;
+use arca_proto::ids;
+use arca_proto::v1::storage_server::Storage;
+use arca_proto::v1::*;
+use arca_runtime::{Identity, TokenSigner, caller};
+use arca_store::{Node as StoreNode, PropPatch, Space as StoreSpace, Store};
+use serde::{Deserialize, Serialize};
+use tonic::{Request, Response, Status};
+
+use crate::convert::{self, status};
+
+/// Transfer grants are checked when the transfer starts; an upload may then run for as long
+/// as it needs.
+const TRANSFER_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const UPLOAD_PURPOSE: &str = "upload";
+pub(crate) const DOWNLOAD_PURPOSE: &str = "download";
+
+/// What an upload token grants: one write of `name` in directory `parent`, on these terms.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct UploadGrant {
+    pub(crate) parent: String,
+    pub(crate) name: String,
+    pub(crate) path: String,
+    pub(crate) owner: String,
+    #[serde(default)]
+    pub(crate) if_match: String,
+    #[serde(default)]
+    pub(crate) if_none_match_any: bool,
+    #[serde(default)]
+    pub(crate) mtime_ns: i64,
+    #[serde(default)]
+    pub(crate) length: i64,
+    #[serde(default)]
+    pub(crate) checksum: String,
+}
+
+/// What a download token grants: reading one node.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct DownloadGrant {
+    pub(crate) node: String,
+    pub(crate) path: String,
+    pub(crate) owner: String,
+}
+
+#[derive(Clone)]
+pub(crate) struct Provider {
+    pub(crate) name: &'static str,
+    pub(crate) store: Store,
+    pub(crate) signer: TokenSigner,
+}
+
+/// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
+/// the provider's own line of defence.
+fn segments(path: &str) -> Result<Vec<&str>, Status> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.iter().any(|s| *s == "." || *s == "..") {
+        return Err(ErrorKind::InvalidArgument.status("path segments . and .. are not allowed"));
+    }
+    Ok(segs)
+}
+
+fn join(segs: &[&str]) -> String {
+    let mut p = String::from("/");
+    p.push_str(&segs.join("/"));
+    p
+}
+
+fn child_path(parent: &str, name: &str) -> String {
+    if parent.ends_with('/') {
+        format!("{parent}{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Which locks an operation must satisfy, relative to its target path.
+#[derive(Clone, Copy)]
+enum Touch {
+    /// The resource's content or properties: locks covering it.
+    Resource,
+    /// A member is created or removed: also the parent's locks (membership is the parent's
+    /// state, RFC 4918 §7.5).
+    Member,
+    /// A whole subtree goes away or is replaced: also every lock inside it.
+    Subtree,
+}
+
+fn parent_path(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some(("", _)) | None => "/".to_owned(),
+        Some((parent, _)) => parent.to_owned(),
+    }
+}
+
+fn lock_token() -> String {
+    let v: u128 = rand::random();
+    let h = format!("{v:032x}");
+    format!(
+        "opaquelocktoken:{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub(crate) fn active_lock(l: &arca_store::Lock) -> ActiveLock {
+    ActiveLock {
+        token: l.token.clone(),
+        root_path: l.root_path.clone(),
+        exclusive: l.exclusive,
+        deep: l.deep,
+        owner: l.owner_xml.clone(),
+        timeout_secs: if l.expires_ms == 0 {
+            0
+        } else {
+            u64::try_from((l.expires_ms - now_ms()).max(1000) / 1000).unwrap_or(1)
+        },
+    }
+}
+
+impl Provider {
+    /// Refuses the operation (423) unless every lock it touches was submitted by its holder.
+    async fn check_locks(
+        &self,
+        who: &Identity,
+        space_id: &str,
+        path: &str,
+        touch: Touch,
+        submitted: &[String],
+    ) -> Result<(), Status> {
+        let locks = self.store.space_locks(space_id).await.map_err(status)?;
+        if locks.is_empty() {
+            return Ok(());
+        }
+        let parent = parent_path(path);
+        for l in &locks {
+            let applies = l.covers(path)
+                || (matches!(touch, Touch::Member | Touch::Subtree)
+                    && path != "/"
+                    && l.covers(&parent))
+                || (matches!(touch, Touch::Subtree) && l.within(path));
+            if applies && !(l.holder == who.id && submitted.contains(&l.token)) {
+                return Err(ErrorKind::Locked.status(format!("locked by {}", l.root_path)));
+            }
+        }
+        Ok(())
+    }
+
+    async fn locks_covering(&self, space_id: &str, path: &str) -> Result<Vec<ActiveLock>, Status> {
+        Ok(self
+            .store
+            .space_locks(space_id)
+            .await
+            .map_err(status)?
+            .iter()
+            .filter(|l| l.covers(path))
+            .map(active_lock)
+            .collect())
+    }
+
+    /// The space a reference names, if the caller may use it. Anything the caller may not
+    /// know exists is "not found", never "forbidden".
+    async fn space(&self, who: &Identity, space_id: &str) -> Result<StoreSpace, Status> {
+        if space_id.is_empty() {
+            return self.store.personal_space(&who.id).await.map_err(status);
+        }
+        let not_found = || ErrorKind::NotFound.status("no such space");
+        let (provider, id) = ids::parse_space_id(space_id).ok_or_else(not_found)?;
+        if provider != self.name {
+            return Err(not_found());
+        }
+        let space = self.store.space(id).await.map_err(status)?;
+        self.check_access(who, &space)?;
+        Ok(space)
+    }
+
+    fn check_access(&self, who: &Identity, space: &StoreSpace) -> Result<(), Status> {
+        // Owners only, for now: sharing extends this with grants.
+        if space.owner == who.id {
+            Ok(())
+        } else {
+            Err(ErrorKind::NotFound.status("no such space"))
+        }
+    }
+
+    /// (space, node, path inside the space) for a reference.
+    async fn resolve(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String), Status> {
+        let r = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
+        if !r.node_id.is_empty() {
+            let not_found = || ErrorKind::NotFound.status("no such resource");
+            let (provider, space_id, node_id) =
+                ids::parse_node_id(&r.node_id).ok_or_else(not_found)?;
+            if provider != self.name {
+                return Err(not_found());
+            }
+            let node = self.store.stat(node_id).await.map_err(status)?;
+            if node.space_id != space_id {
+                return Err(not_found());
+            }
+            let space = self.store.space(space_id).await.map_err(status)?;
+            self.check_access(who, &space)?;
+            let path = self.store.path_of(node_id).await.map_err(status)?;
+            return Ok((space, node, path));
+        }
+        let space = self.space(who, &r.space_id).await?;
+        let segs = segments(&r.path)?;
+        let path = join(&segs);
+        let node = self.store.resolve(&space.id, &path).await.map_err(status)?;
+        Ok((space, node, path))
+    }
+
+    /// (space, parent directory, name, full path) for a reference to something to create.
+    async fn resolve_parent(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String, String), Status> {
+        let r = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
+        if !r.node_id.is_empty() {
+            return Err(ErrorKind::InvalidArgument.status("a new resource is named by path"));
+        }
+        let space = self.space(who, &r.space_id).await?;
+        let segs = segments(&r.path)?;
+        let Some((name, parents)) = segs.split_last() else {
+            return Err(ErrorKind::PermissionDenied.status("the space root cannot be replaced"));
+        };
+        let parent_path = join(parents);
+        let parent = match self.store.resolve(&space.id, &parent_path).await {
+            Ok(p) => p,
+            // A missing parent is a conflict (RFC 4918 §9.3.1, §9.7.1), not "not found".
+            Err(arca_store::StoreError::NotFound) => {
+                return Err(ErrorKind::Conflict.status("the parent collection does not exist"));
+            }
+            Err(e) => return Err(status(e)),
+        };
+        if !parent.is_dir() {
+            return Err(ErrorKind::Conflict.status("the parent is not a collection"));
+        }
+        Ok((space, parent, (*name).to_owned(), join(&segs)))
+    }
+
+    async fn to_proto(
+        &self,
+        space: &StoreSpace,
+        node: &StoreNode,
+        path: String,
+        with_props: bool,
+    ) -> Result<Node, Status> {
+        let props = if with_props {
+            self.store.props(&node.id).await.map_err(status)?
+        } else {
+            Vec::new()
+        };
+        Ok(convert::node(self.name, node, path, &space.owner, props))
+    }
+
+    pub(crate) fn node_message(&self, node: &StoreNode, path: String, owner: &str) -> Node {
+        convert::node(self.name, node, path, owner, Vec::new())
+    }
+}
+
+#[tonic::async_trait]
+impl Storage for Provider {
+    async fn get_home_space(
+        &self,
+        req: Request<GetHomeSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        let who = caller(&req)?;
+        let space = self.store.personal_space(&who.id).await.map_err(status)?;
+        Ok(Response::new(convert::space(self.name, &space)))
+    }
+
+    async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
+        let who = caller(&req)?;
+        let space = self.space(who, &req.get_ref().space_id).await?;
+        Ok(Response::new(convert::space(self.name, &space)))
+    }
+
+    async fn list_spaces(
+        &self,
+        req: Request<ListSpacesRequest>,
+    ) -> Result<Response<ListSpacesResponse>, Status> {
+        let who = caller(&req)?;
+        // Creating the personal space here too: a client listing drives must find its own.
+        self.store.personal_space(&who.id).await.map_err(status)?;
+        let spaces = self
+            .store
+            .list_spaces(Some(&who.id))
+            .await
+            .map_err(status)?;
+        Ok(Response::new(ListSpacesResponse {
+            spaces: spaces
+                .iter()
+                .map(|s| convert::space(self.name, s))
+                .collect(),
+        }))
+    }
+
+    async fn create_space(
+        &self,
+        req: Request<CreateSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        let who = caller(&req)?;
+        if !who.admin {
+            return Err(ErrorKind::PermissionDenied.status("only admins create project spaces"));
+        }
+        let r = req.get_ref();
+        if r.name.trim().is_empty() {
+            return Err(ErrorKind::InvalidArgument.status("a space needs a name"));
+        }
+        let quota = (r.quota > 0).then_some(r.quota);
+        let space = self
+            .store
+            .create_project_space(&r.name, &who.id, quota)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(convert::space(self.name, &space)))
+    }
+
+    async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let mut message = self
+            .to_proto(&space, &node, path.clone(), r.with_props)
+            .await?;
+        if r.with_locks {
+            message.locks = self.locks_covering(&space.id, &path).await?;
+        }
+        Ok(Response::new(message))
+    }
+
+    async fn list(&self, req: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let mut this = self
+            .to_proto(&space, &node, path.clone(), r.with_props)
+            .await?;
+        let locks = if r.with_locks {
+            self.store.space_locks(&space.id).await.map_err(status)?
+        } else {
+            Vec::new()
+        };
+        this.locks = locks
+            .iter()
+            .filter(|l| l.covers(&path))
+            .map(active_lock)
+            .collect();
+        if !node.is_dir() {
+            return Ok(Response::new(ListResponse {
+                node: Some(this),
+                children: Vec::new(),
+            }));
+        }
+        let children = self.store.list_children(&node.id).await.map_err(status)?;
+        let mut props = if r.with_props {
+            self.store.children_props(&node.id).await.map_err(status)?
+        } else {
+            Vec::new()
+        };
+        let children = children
+            .iter()
+            .map(|c| {
+                let mine: Vec<_> = if props.is_empty() {
+                    Vec::new()
+                } else {
+                    let (m, rest): (Vec<_>, Vec<_>) =
+                        props.drain(..).partition(|(id, _)| *id == c.id);
+                    props = rest;
+                    m.into_iter().map(|(_, p)| p).collect()
+                };
+                let child = child_path(&path, &c.name);
+                let mut m = convert::node(self.name, c, child.clone(), &space.owner, mine);
+                m.locks = locks
+                    .iter()
+                    .filter(|l| l.covers(&child))
+                    .map(active_lock)
+                    .collect();
+                m
+            })
+            .collect();
+        Ok(Response::new(ListResponse {
+            node: Some(this),
+            children,
+        }))
+    }
+
+    async fn create_dir(&self, req: Request<CreateDirRequest>) -> Result<Response<Node>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, parent, name, path) = self.resolve_parent(who, r.r#ref.as_ref()).await?;
+        self.check_locks(who, &space.id, &path, Touch::Member, &r.lock_tokens)
+            .await?;
+        let node = self.store.mkdir(&parent.id, &name).await.map_err(status)?;
+        Ok(Response::new(self.node_message(&node, path, &space.owner)))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<DeleteRequest>,
+    ) -> Result<Response<DeleteResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        if node.is_root() {
+            return Err(ErrorKind::PermissionDenied.status("a space root cannot be deleted"));
+        }
+        if !r.if_match.is_empty() && r.if_match.trim_matches('"') != node.etag {
+            return Err(ErrorKind::PreconditionFailed.status("etag does not match"));
+        }
+        self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
+            .await?;
+        self.store.delete(&node.id).await.map_err(status)?;
+        self.store
+            .remove_locks_within(&space.id, &path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(DeleteResponse {}))
+    }
+
+    async fn r#move(&self, req: Request<MoveRequest>) -> Result<Response<MoveResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, node, src_path) = self.resolve(who, r.source.as_ref()).await?;
+        let (dspace, parent, name, path) = self.resolve_parent(who, r.destination.as_ref()).await?;
+        if dspace.id != space.id {
+            return Err(ErrorKind::Conflict.status("moving between spaces is not supported"));
+        }
+        self.check_locks(who, &space.id, &src_path, Touch::Subtree, &r.lock_tokens)
+            .await?;
+        self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
+            .await?;
+        let replaced = self.store.child(&parent.id, &name).await.is_ok();
+        let moved = self
+            .store
+            .move_node(&node.id, &parent.id, &name, r.overwrite)
+            .await
+            .map_err(status)?;
+        // Locks stay with URLs, not resources (RFC 4918 §7.7): the source's go away.
+        self.store
+            .remove_locks_within(&space.id, &src_path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(MoveResponse {
+            node: Some(self.node_message(&moved, path, &space.owner)),
+            replaced,
+        }))
+    }
+
+    async fn copy(&self, req: Request<CopyRequest>) -> Result<Response<CopyResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (_, node, _) = self.resolve(who, r.source.as_ref()).await?;
+        let (dspace, parent, name, path) = self.resolve_parent(who, r.destination.as_ref()).await?;
+        self.check_locks(who, &dspace.id, &path, Touch::Subtree, &r.lock_tokens)
+            .await?;
+        let replaced = self.store.child(&parent.id, &name).await.is_ok();
+        let copied = self
+            .store
+            .copy_node(&node.id, &parent.id, &name, r.overwrite, r.recursive)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(CopyResponse {
+            node: Some(self.node_message(&copied, path, &dspace.owner)),
+            replaced,
+        }))
+    }
+
+    async fn set_props(
+        &self,
+        req: Request<SetPropsRequest>,
+    ) -> Result<Response<SetPropsResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        self.check_locks(who, &space.id, &path, Touch::Resource, &r.lock_tokens)
+            .await?;
+        let patch: Vec<PropPatch> = r
+            .changes
+            .iter()
+            .filter_map(|c| {
+                let p = c.property.as_ref()?;
+                Some(if c.remove {
+                    PropPatch::Remove {
+                        namespace: p.namespace.clone(),
+                        name: p.name.clone(),
+                    }
+                } else {
+                    PropPatch::Set {
+                        namespace: p.namespace.clone(),
+                        name: p.name.clone(),
+                        value: p.value.clone(),
+                    }
+                })
+            })
+            .collect();
+        self.store
+            .patch_props(&node.id, &patch)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(SetPropsResponse {}))
+    }
+
+    async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let expires_ms = if r.timeout_secs == 0 {
+            0
+        } else {
+            now_ms().saturating_add(
+                i64::try_from(r.timeout_secs)
+                    .unwrap_or(i64::MAX / 2)
+                    .saturating_mul(1000),
+            )
+        };
+        if !r.refresh_token.is_empty() {
+            let (space, _, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+            let current = self.store.space_locks(&space.id).await.map_err(status)?;
+            let Some(lock) = current
+                .iter()
+                .find(|l| l.token == r.refresh_token && l.covers(&path) && l.holder == who.id)
+            else {
+                return Err(ErrorKind::PreconditionFailed.status("no such lock on this resource"));
+            };
+            let refreshed = self
+                .store
+                .refresh_lock(&lock.token, expires_ms)
+                .await
+                .map_err(status)?;
+            return Ok(Response::new(LockResponse {
+                lock: Some(active_lock(&refreshed)),
+                created: false,
+            }));
+        }
+        let (space, parent, name, path) = match self.resolve_parent(who, r.r#ref.as_ref()).await {
+            Ok(v) => v,
+            // Locking the space root itself.
+            Err(e) if ErrorKind::of(&e) == ErrorKind::PermissionDenied => {
+                let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+                (space, node, String::new(), path)
+            }
+            Err(e) => return Err(e),
+        };
+        let exists = name.is_empty() || self.store.child(&parent.id, &name).await.is_ok();
+        // Lock-on-lock conflicts are `create_lock`'s to judge (shared locks coexist); creating
+        // the empty resource also adds a member to the parent, which its locks protect.
+        if !exists {
+            self.check_locks(who, &space.id, &path, Touch::Member, &r.lock_tokens)
+                .await?;
+        }
+        let lock = arca_store::Lock {
+            token: lock_token(),
+            space_id: space.id.clone(),
+            root_path: path.clone(),
+            exclusive: r.exclusive,
+            deep: r.deep,
+            owner_xml: r.owner.clone(),
+            holder: who.id.clone(),
+            expires_ms,
+        };
+        self.store.create_lock(&lock).await.map_err(status)?;
+        let mut created = false;
+        if !exists {
+            // RFC 4918 §7.3: locking an unmapped URL creates an empty resource.
+            let empty = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+            let put = self
+                .store
+                .put_file(&parent.id, &name, empty, arca_store::PutOptions::default())
+                .await;
+            if let Err(e) = put {
+                let _ = self.store.remove_lock(&lock.token).await;
+                return Err(status(e));
+            }
+            created = true;
+        }
+        Ok(Response::new(LockResponse {
+            lock: Some(active_lock(&lock)),
+            created,
+        }))
+    }
+
+    async fn unlock(
+        &self,
+        req: Request<UnlockRequest>,
+    ) -> Result<Response<UnlockResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, _, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let locks = self.store.space_locks(&space.id).await.map_err(status)?;
+        let Some(lock) = locks.iter().find(|l| l.token == r.token && l.covers(&path)) else {
+            return Err(
+                ErrorKind::Conflict.status("the lock token does not match a lock of this resource")
+            );
+        };
+        if lock.holder != who.id {
+            return Err(ErrorKind::PermissionDenied.status("the lock belongs to someone else"));
+        }
+        self.store.remove_lock(&lock.token).await.map_err(status)?;
+        Ok(Response::new(UnlockResponse {}))
+    }
+
+    async fn get_locks(
+        &self,
+        req: Request<GetLocksRequest>,
+    ) -> Result<Response<GetLocksResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref().r#ref.as_ref();
+        let rr = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
+        let space = self.space(who, &rr.space_id).await?;
+        let path = join(&segments(&rr.path)?);
+        let etag = match self.store.resolve(&space.id, &path).await {
+            Ok(n) => n.etag,
+            Err(arca_store::StoreError::NotFound | arca_store::StoreError::NotADirectory) => {
+                String::new()
+            }
+            Err(e) => return Err(status(e)),
+        };
+        Ok(Response::new(GetLocksResponse {
+            etag,
+            locks: self.locks_covering(&space.id, &path).await?,
+        }))
+    }
+
+    async fn initiate_upload(
+        &self,
+        req: Request<InitiateUploadRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let (space, parent, name, path) = self.resolve_parent(who, r.r#ref.as_ref()).await?;
+        arca_store::validate_name(&name).map_err(status)?;
+        let existing = match self.store.child(&parent.id, &name).await {
+            Ok(n) if n.is_dir() => {
+                return Err(ErrorKind::Conflict.status("a collection exists under this name"));
+            }
+            Ok(n) => Some(self.node_message(&n, path.clone(), &space.owner)),
+            Err(arca_store::StoreError::NotFound) => None,
+            Err(e) => return Err(status(e)),
+        };
+        let touch = if existing.is_some() {
+            Touch::Resource
+        } else {
+            Touch::Member
+        };
+        self.check_locks(who, &space.id, &path, touch, &r.lock_tokens)
+            .await?;
+        // Fail fast on preconditions the commit would refuse anyway, before any byte moves.
+        match &existing {
+            Some(_) if r.if_none_match_any => {
+                return Err(ErrorKind::PreconditionFailed.status("the resource exists"));
+            }
+            Some(n) if !r.if_match.is_empty() && r.if_match.trim_matches('"') != n.etag => {
+                return Err(ErrorKind::PreconditionFailed.status("etag does not match"));
+            }
+            None if !r.if_match.is_empty() => {
+                return Err(ErrorKind::PreconditionFailed.status("the resource does not exist"));
+            }
+            _ => {}
+        }
+        let grant = UploadGrant {
+            parent: parent.id.clone(),
+            name,
+            path,
+            owner: space.owner.clone(),
+            if_match: r.if_match.clone(),
+            if_none_match_any: r.if_none_match_any,
+            mtime_ns: r.mtime_ns,
+            length: r.length,
+            checksum: r.checksum.clone(),
+        };
+        Ok(Response::new(Transfer {
+            provider: self.name.to_owned(),
+            token: self.signer.sign(UPLOAD_PURPOSE, &grant, TRANSFER_TTL),
+            node: existing,
+        }))
+    }
+
+    async fn initiate_download(
+        &self,
+        req: Request<InitiateDownloadRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        let who = caller(&req)?;
+        let (space, node, path) = self.resolve(who, req.get_ref().r#ref.as_ref()).await?;
+        if node.is_dir() {
+            return Err(ErrorKind::Conflict.status("a collection has no content to download"));
+        }
+        let grant = DownloadGrant {
+            node: node.id.clone(),
+            path: path.clone(),
+            owner: space.owner.clone(),
+        };
+        Ok(Response::new(Transfer {
+            provider: self.name.to_owned(),
+            token: self.signer.sign(DOWNLOAD_PURPOSE, &grant, TRANSFER_TTL),
+            node: Some(self.node_message(&node, path, &space.owner)),
+        }))
+    }
+}
+
+/// Unix nanoseconds to a time; 0 means "now".
+pub(crate) fn mtime(ns: i64) -> Option<std::time::SystemTime> {
+    (ns > 0).then(|| UNIX_EPOCH + Duration::from_nanos(ns as u64))
+}

@@ -1,0 +1,285 @@
+//! The metadata store: one `AnyPool` over SQLite or PostgreSQL, the same SQL for both
+//! (`$n` placeholders, integers for flags and times, TEXT ids), embedded migrations per dialect.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use sqlx::AnyConnection;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{Any, AnyPool, Row, SqlSafeStr, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::StoreError;
+use crate::checksum::Checksums;
+use crate::ids::from_ns;
+use crate::model::{Node, NodeKind, Space, SpaceKind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    pub(crate) fn of_url(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Dialect::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Dialect::Postgres)
+        } else {
+            Err(StoreError::Config(
+                "db_url must start with sqlite:// or postgres://".into(),
+            ))
+        }
+    }
+}
+
+/// Run on every new SQLite connection. WAL lets readers run beside the one writer; NORMAL
+/// synchronous is durable in WAL mode except for the last commits before a power loss (never
+/// corrupting), which is the usual trade for an embedded store; busy_timeout covers other
+/// processes (in-process writers queue on [`Db::write_lock`] instead).
+const SQLITE_PRAGMAS: [&str; 4] = [
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA busy_timeout = 5000",
+    "PRAGMA foreign_keys = ON",
+];
+
+fn migrator(dialect: Dialect) -> Migrator {
+    let steps: [(i64, &'static str, &'static str); 2] = match dialect {
+        Dialect::Sqlite => [
+            (
+                1,
+                "init",
+                include_str!("../migrations/sqlite/0001_init.sql"),
+            ),
+            (
+                2,
+                "users_locks",
+                include_str!("../migrations/sqlite/0002_users_locks.sql"),
+            ),
+        ],
+        Dialect::Postgres => [
+            (
+                1,
+                "init",
+                include_str!("../migrations/postgres/0001_init.sql"),
+            ),
+            (
+                2,
+                "users_locks",
+                include_str!("../migrations/postgres/0002_users_locks.sql"),
+            ),
+        ],
+    };
+    Migrator::with_migrations(
+        steps
+            .into_iter()
+            .map(|(version, name, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(name),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+pub(crate) struct Db {
+    pub(crate) pool: AnyPool,
+    pub(crate) dialect: Dialect,
+    /// SQLite has one writer at a time. Letting write transactions race for it makes the losers
+    /// sleep in SQLite's busy handler (1, 2, 5, 10 … 100 ms steps), which wrecks latency under
+    /// load; queueing them on an async mutex hands the lock over at once and in order.
+    /// PostgreSQL needs none: writers serialise per space on the space row instead.
+    write_lock: Option<Arc<Mutex<()>>>,
+}
+
+impl Db {
+    pub(crate) async fn open(url: &str, max_connections: Option<u32>) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let dialect = Dialect::of_url(url)?;
+        let mut options = AnyPoolOptions::new();
+        match dialect {
+            Dialect::Sqlite => {
+                options = options
+                    .max_connections(max_connections.unwrap_or(8))
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            for pragma in SQLITE_PRAGMAS {
+                                sqlx::query(pragma).execute(&mut *conn).await?;
+                            }
+                            Ok(())
+                        })
+                    });
+            }
+            Dialect::Postgres => {
+                options = options.max_connections(max_connections.unwrap_or(16));
+            }
+        }
+        let pool = options.connect(url).await?;
+        migrator(dialect).run(&pool).await?;
+        Ok(Db {
+            pool,
+            dialect,
+            write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
+        })
+    }
+
+    /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction that
+    /// reads first and writes later fails with SQLITE_BUSY when another writer committed in
+    /// between, instead of waiting.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        let guard = match &self.write_lock {
+            Some(lock) => Some(Arc::clone(lock).lock_owned().await),
+            None => None,
+        };
+        let tx = match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Dialect::Postgres => self.pool.begin().await?,
+        };
+        Ok(WriteTx { tx, _guard: guard })
+    }
+}
+
+/// A write transaction. Field order matters: the transaction is dropped (rolled back) before the
+/// in-process write lock is released.
+pub(crate) struct WriteTx {
+    pub(crate) tx: Transaction<'static, Any>,
+    _guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub(crate) fn conn(&mut self) -> &mut AnyConnection {
+        &mut self.tx
+    }
+
+    /// Commits on `Ok`, rolls back explicitly on `Err` (rather than on drop, so the connection
+    /// is clean before the write lock passes on).
+    pub(crate) async fn finish<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match result {
+            Ok(v) => {
+                self.tx.commit().await?;
+                Ok(v)
+            }
+            Err(e) => {
+                if let Err(rb) = self.tx.rollback().await {
+                    tracing::warn!(error = %rb, "rollback failed");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The node columns, in the order [`node_from_row`] reads them.
+macro_rules! node_cols {
+    () => {
+        "id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, sha1, md5, adler32, created"
+    };
+}
+pub(crate) use node_cols;
+
+pub(crate) fn node_from_row(row: &AnyRow) -> Result<Node, StoreError> {
+    let kind: i64 = row.try_get(4)?;
+    let kind =
+        NodeKind::from_db(kind).ok_or_else(|| StoreError::Corrupt(format!("node kind {kind}")))?;
+    let size: i64 = row.try_get(5)?;
+    let sha1: Option<String> = row.try_get(9)?;
+    let md5: Option<String> = row.try_get(10)?;
+    let adler32: Option<String> = row.try_get(11)?;
+    let checksums = match (sha1, md5, adler32) {
+        (Some(sha1), Some(md5), Some(adler32)) => Some(Checksums { sha1, md5, adler32 }),
+        _ => None,
+    };
+    Ok(Node {
+        id: row.try_get(0)?,
+        space_id: row.try_get(1)?,
+        parent_id: row.try_get(2)?,
+        name: row.try_get(3)?,
+        kind,
+        size: u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("node size {size}")))?,
+        mtime: from_ns(row.try_get(6)?),
+        etag: row.try_get(7)?,
+        blob_id: row.try_get(8)?,
+        checksums,
+        created: from_ns(row.try_get(12)?),
+    })
+}
+
+/// Space columns joined with the root node, in the order [`space_from_row`] reads them.
+macro_rules! space_cols {
+    () => {
+        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag"
+    };
+}
+pub(crate) use space_cols;
+
+pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
+    let kind: String = row.try_get(1)?;
+    let kind =
+        SpaceKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("space kind {kind}")))?;
+    let quota: Option<i64> = row.try_get(4)?;
+    let used: i64 = row.try_get(6)?;
+    let id: String = row.try_get(0)?;
+    Ok(Space {
+        root_id: id.clone(),
+        id,
+        kind,
+        owner: row.try_get(2)?,
+        name: row.try_get(3)?,
+        quota: quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0),
+        used: u64::try_from(used).unwrap_or(0),
+        etag: row.try_get(7)?,
+        created: from_ns(row.try_get(5)?),
+    })
+}
+
+/// Sizes are u64 in the API and BIGINT in the database.
+pub(crate) fn db_size(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("size {v} out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pragmas are per connection: every pooled connection must have them, not only the
+    /// first (WAL itself is persistent, busy_timeout and foreign_keys are not).
+    #[tokio::test]
+    async fn sqlite_pragmas_on_every_connection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
+        let db = Db::open(&url, Some(3)).await.unwrap();
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            conns.push(db.pool.acquire().await.unwrap());
+        }
+        for c in &mut conns {
+            let mode: String = sqlx::query("PRAGMA journal_mode")
+                .fetch_one(&mut **c)
+                .await
+                .unwrap()
+                .try_get(0)
+                .unwrap();
+            assert_eq!(mode.to_lowercase(), "wal");
+            for (pragma, want) in [
+                ("PRAGMA busy_timeout", 5000i64),
+                ("PRAGMA foreign_keys", 1),
+                ("PRAGMA synchronous", 1), // NORMAL
+            ] {
+                let got: i64 = sqlx::query(pragma)
+                    .fetch_one(&mut **c)
+                    .await
+                    .unwrap()
+                    .try_get(0)
+                    .unwrap();
+                assert_eq!(got, want, "{pragma}");
+            }
+        }
+    }
+}

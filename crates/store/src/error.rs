@@ -1,0 +1,79 @@
+//! The one error type of the crate. Callers map it to gRPC/HTTP codes in one place; the variant
+//! docs say which WebDAV answer each usually becomes.
+
+use crate::checksum::ChecksumAlgo;
+
+/// A boxed error from the caller's body stream.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The space, node or path does not exist (404).
+    #[error("not found")]
+    NotFound,
+    /// The target name is taken (MKCOL: 405; COPY/MOVE without overwrite: 412).
+    #[error("already exists")]
+    AlreadyExists,
+    /// The parent of the target does not exist (409).
+    #[error("conflict: the parent does not exist")]
+    Conflict,
+    /// An `if_match` / `if_none_match_any` condition does not hold (412).
+    #[error("precondition failed")]
+    PreconditionFailed,
+    /// The write would take the space over its quota (507).
+    #[error("quota exceeded")]
+    QuotaExceeded,
+    /// A directory was expected, e.g. the parent of a new node is a file (409).
+    #[error("not a directory")]
+    NotADirectory,
+    /// A file was expected, e.g. a PUT or read on a directory (405 / 409).
+    #[error("is a directory")]
+    IsADirectory,
+    /// A node name or path segment was refused (400).
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+    /// The operation is never allowed, e.g. moving a directory into its own subtree, deleting a
+    /// space root, moving across spaces (403 / 502 per RFC 4918).
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    /// The body did not match the checksum the client declared (400).
+    #[error("{algo} checksum mismatch: expected {expected}, computed {actual}")]
+    ChecksumMismatch {
+        algo: ChecksumAlgo,
+        expected: String,
+        actual: String,
+    },
+    /// The body was shorter or longer than the declared content length (400).
+    #[error("body length mismatch: declared {expected} bytes, received {received}")]
+    LengthMismatch { expected: u64, received: u64 },
+    /// The requested byte range cannot be satisfied (416).
+    #[error("range not satisfiable")]
+    InvalidRange,
+    /// Reserved for the WebDAV lock manager (423).
+    #[error("locked")]
+    Locked,
+    /// The caller's body stream failed (the client went away, a proxy timed out, ...).
+    #[error("reading the body failed: {0}")]
+    Body(#[source] BoxError),
+    /// The configuration cannot work (bad URL scheme, unusable blob directory, ...).
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    /// Stored metadata that this code cannot interpret (a bug or a foreign writer).
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+    #[error("metadata store: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("metadata migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("blob store: {0}")]
+    Blob(#[from] object_store::Error),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// True when a database error is a unique-constraint violation (a lost creation race).
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        matches!(self, StoreError::Db(sqlx::Error::Database(e)) if e.is_unique_violation())
+    }
+}

@@ -1,0 +1,45 @@
+//! arca-store: the storage machinery shared by storage-users and storage-system.
+//!
+//! It owns a tree of **spaces** and **nodes** kept in a relational metadata store (SQLite in WAL
+//! mode, or PostgreSQL — one code path over `sqlx::AnyPool`, migrations run at [`Store::open`])
+//! and the file contents kept as immutable **blobs** in an `object_store` (a local directory by
+//! default; other backends plug in through [`BlobStore::from_object_store`]).
+//!
+//! Main types: [`Store`] (every operation), [`StoreConfig`], [`Space`], [`Node`],
+//! [`PutOptions`], [`Download`], [`StoreError`].
+//!
+//! The guarantees sync clients depend on, and where they are made:
+//! - **Stable ids**: a node's id is random and never changes on rename or move.
+//! - **Etag propagation**: every content or child change gives the node and every ancestor up to
+//!   the space root a new etag, in the same transaction as the change, so a client sees change
+//!   from the root's etag alone. Directory sizes are subtree sizes, maintained the same way.
+//! - **Atomic writes**: [`Store::put_file`] streams the body to a *new* blob, syncs it, and only
+//!   then points the node at it in one transaction that also checks preconditions and quota. A
+//!   failed, aborted or killed upload leaves the previous version intact; what it wrote is an
+//!   orphan that [`Store::collect_orphans`] removes.
+//!
+//! Nothing here knows about RPC or HTTP: errors are typed ([`StoreError`]) and mapped to status
+//! codes by the callers.
+
+mod blob;
+mod checksum;
+mod db;
+mod error;
+mod ids;
+mod locks;
+mod model;
+mod names;
+mod store;
+mod users;
+
+pub use blob::BlobStore;
+pub use checksum::{ChecksumAlgo, Checksums};
+pub use error::StoreError;
+pub use locks::Lock;
+pub use model::{DeadProp, Node, NodeKind, PropPatch, PutOptions, Space, SpaceKind};
+pub use names::validate_name;
+pub use store::{Download, Store, StoreConfig};
+pub use users::User;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,600 @@
+//! [`Store`]: opening, spaces, reads, and the transaction helpers every write shares.
+//!
+//! Concurrency model: every write to a space's tree runs in one transaction that first bumps the
+//! space's row (`UPDATE spaces SET seq = seq + 1`). On PostgreSQL that row lock serialises the
+//! writers of one space, so the checks made inside the transaction (name free, parent present,
+//! quota, etag precondition, no cycle) hold until commit even at READ COMMITTED — and since every
+//! write also updates the root's etag, the root row would serialise them anyway; taking the space
+//! row first gives one lock order and no deadlocks. On SQLite writers are serialised globally
+//! (see `Db::write_lock`).
+
+mod gc;
+mod props;
+mod put;
+mod tree;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sqlx::AnyConnection;
+use sqlx::Row;
+
+use crate::blob::BlobStore;
+use crate::db::{Db, db_size, node_cols, node_from_row, space_cols, space_from_row};
+use crate::ids::{new_id, now_ns};
+use crate::model::{Node, NodeKind, Space, SpaceKind};
+use crate::names::segments;
+use crate::{Result, StoreError};
+
+pub use put::Download;
+
+/// How to open a [`Store`].
+///
+/// Open one `Store` per SQLite file per process and share it (it is `Clone`): writers of one
+/// `Store` queue in process, while two `Store`s on one file would contend through SQLite's busy
+/// handler. A relative SQLite path is relative to the working directory; its directory must exist.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `sqlite://PATH?mode=rwc` or `postgres://USER@HOST:PORT/DB`.
+    pub db_url: String,
+    /// Where the local blob store keeps its files.
+    pub blob_dir: PathBuf,
+    /// Pool size; default 8 for SQLite (one writer plus readers), 16 for PostgreSQL.
+    pub max_db_connections: Option<u32>,
+    /// Quota given to personal spaces when they are created; `None` = unlimited.
+    pub default_personal_quota: Option<u64>,
+}
+
+impl StoreConfig {
+    pub fn new(db_url: impl Into<String>, blob_dir: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            db_url: db_url.into(),
+            blob_dir: blob_dir.into(),
+            max_db_connections: None,
+            default_personal_quota: None,
+        }
+    }
+}
+
+/// The storage engine. Cheap to clone; all clones share one pool and one blob store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    blobs: BlobStore,
+    default_personal_quota: Option<u64>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dialect", &self.inner.db.dialect)
+            .field("blobs", &self.inner.blobs)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens the metadata store (running migrations) and the local blob directory.
+    pub async fn open(cfg: StoreConfig) -> Result<Self> {
+        let blobs = BlobStore::local(&cfg.blob_dir)?;
+        Self::open_with_blobs(cfg, blobs).await
+    }
+
+    /// Like [`Store::open`] with another blob backend; `cfg.blob_dir` is ignored.
+    pub async fn open_with_blobs(cfg: StoreConfig, blobs: BlobStore) -> Result<Self> {
+        let db = Db::open(&cfg.db_url, cfg.max_db_connections).await?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                blobs,
+                default_personal_quota: cfg.default_personal_quota,
+            }),
+        })
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.inner.db.pool.close().await;
+    }
+
+    pub(crate) fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    fn blobs(&self) -> &BlobStore {
+        &self.inner.blobs
+    }
+
+    pub(crate) async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
+        Ok(self.db().pool.acquire().await?)
+    }
+
+    // ---------------------------------------------------------------- spaces
+
+    /// The user's personal space, created (with an empty root) on first use. Safe under
+    /// concurrent first calls: the unique index on personal owners lets one insert win and the
+    /// others read the winner's space.
+    pub async fn personal_space(&self, owner: &str) -> Result<Space> {
+        if let Some(space) = self.find_personal(owner).await? {
+            return Ok(space);
+        }
+        let quota = self.inner.default_personal_quota;
+        match self
+            .create_space(SpaceKind::Personal, owner, owner, quota)
+            .await
+        {
+            Ok(space) => Ok(space),
+            Err(e) if e.is_unique_violation() => {
+                self.find_personal(owner).await?.ok_or(StoreError::NotFound)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a project space.
+    pub async fn create_project_space(
+        &self,
+        name: &str,
+        owner: &str,
+        quota: Option<u64>,
+    ) -> Result<Space> {
+        self.create_space(SpaceKind::Project, owner, name, quota)
+            .await
+    }
+
+    async fn find_personal(&self, owner: &str) -> Result<Option<Space>> {
+        let mut c = self.read_conn().await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            space_cols!(),
+            " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.owner = $1 AND s.kind = 'personal'"
+        ))
+        .bind(owner)
+        .fetch_optional(&mut *c)
+        .await?;
+        row.as_ref().map(space_from_row).transpose()
+    }
+
+    async fn create_space(
+        &self,
+        kind: SpaceKind,
+        owner: &str,
+        name: &str,
+        quota: Option<u64>,
+    ) -> Result<Space> {
+        let id = new_id();
+        let quota = quota.map(db_size).transpose()?;
+        let mut w = self.db().begin_write().await?;
+        let r = async {
+            let c = w.conn();
+            let now = now_ns();
+            sqlx::query(
+                "INSERT INTO spaces (id, kind, owner, name, quota, seq, created) \
+                 VALUES ($1, $2, $3, $4, $5, 0, $6)",
+            )
+            .bind(&id)
+            .bind(kind.as_str())
+            .bind(owner)
+            .bind(name)
+            .bind(quota)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            // The root node has the space's id, as in oCIS.
+            sqlx::query(
+                "INSERT INTO nodes (id, space_id, parent_id, name, kind, size, mtime, etag, created) \
+                 VALUES ($1, $1, NULL, '', $2, 0, $3, $4, $3)",
+            )
+            .bind(&id)
+            .bind(NodeKind::Dir.to_db())
+            .bind(now)
+            .bind(new_id())
+            .execute(&mut *c)
+            .await?;
+            Ok(())
+        }
+        .await;
+        w.finish(r).await?;
+        self.space(&id).await
+    }
+
+    /// A space by id.
+    pub async fn space(&self, id: &str) -> Result<Space> {
+        let mut c = self.read_conn().await?;
+        get_space(&mut c, id).await
+    }
+
+    /// All spaces, or those of one owner.
+    pub async fn list_spaces(&self, owner: Option<&str>) -> Result<Vec<Space>> {
+        let mut c = self.read_conn().await?;
+        let rows = match owner {
+            Some(owner) => {
+                sqlx::query(concat!(
+                    "SELECT ",
+                    space_cols!(),
+                    " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.owner = $1"
+                ))
+                .bind(owner)
+                .fetch_all(&mut *c)
+                .await?
+            }
+            None => {
+                sqlx::query(concat!(
+                    "SELECT ",
+                    space_cols!(),
+                    " FROM spaces s JOIN nodes n ON n.id = s.id"
+                ))
+                .fetch_all(&mut *c)
+                .await?
+            }
+        };
+        let mut spaces = rows
+            .iter()
+            .map(space_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        spaces.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
+        Ok(spaces)
+    }
+
+    /// Sets a space's quota (`None` or 0 = unlimited). Lowering it below the usage is allowed:
+    /// existing data stays, further growth is refused.
+    pub async fn set_quota(&self, space_id: &str, quota: Option<u64>) -> Result<()> {
+        let quota = quota.map(db_size).transpose()?;
+        let mut w = self.db().begin_write().await?;
+        let r = sqlx::query("UPDATE spaces SET quota = $2 WHERE id = $1")
+            .bind(space_id)
+            .bind(quota)
+            .execute(w.conn())
+            .await
+            .map_err(StoreError::from);
+        let done = w.finish(r).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Deletes a space and everything in it; its blobs become orphans.
+    pub async fn delete_space(&self, space_id: &str) -> Result<()> {
+        let mut w = self.db().begin_write().await?;
+        let r = async {
+            let c = w.conn();
+            lock_space(c, space_id).await?;
+            sqlx::query(
+                "UPDATE blobs SET released = $2 WHERE id IN \
+                 (SELECT blob_id FROM nodes WHERE space_id = $1 AND blob_id IS NOT NULL)",
+            )
+            .bind(space_id)
+            .bind(crate::ids::now_ms())
+            .execute(&mut *c)
+            .await?;
+            sqlx::query("DELETE FROM spaces WHERE id = $1")
+                .bind(space_id)
+                .execute(&mut *c)
+                .await?;
+            Ok(())
+        }
+        .await;
+        w.finish(r).await
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// A node by id.
+    pub async fn stat(&self, id: &str) -> Result<Node> {
+        let mut c = self.read_conn().await?;
+        get_node(&mut c, id).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// The children of a directory in one query, sorted by name (byte order, the same on every
+    /// database whatever its collation).
+    pub async fn list_children(&self, dir_id: &str) -> Result<Vec<Node>> {
+        let mut c = self.read_conn().await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            node_cols!(),
+            " FROM nodes WHERE parent_id = $1"
+        ))
+        .bind(dir_id)
+        .fetch_all(&mut *c)
+        .await?;
+        if rows.is_empty() {
+            // Empty directory, a file, or nothing at all: only now is the parent worth a query.
+            let dir = get_node(&mut c, dir_id)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            if !dir.is_dir() {
+                return Err(StoreError::NotADirectory);
+            }
+            return Ok(Vec::new());
+        }
+        let mut nodes = rows.iter().map(node_from_row).collect::<Result<Vec<_>>>()?;
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(nodes)
+    }
+
+    /// The child of `dir_id` named `name`.
+    pub async fn child(&self, dir_id: &str, name: &str) -> Result<Node> {
+        let mut c = self.read_conn().await?;
+        get_child(&mut c, dir_id, name)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Resolves a space-relative path (`/a/b/c`; `/` is the root) with one indexed lookup per
+    /// segment. `.` and `..` segments are refused, not interpreted.
+    pub async fn resolve(&self, space_id: &str, path: &str) -> Result<Node> {
+        let segs = segments(path)?;
+        let mut c = self.read_conn().await?;
+        let mut node = get_node(&mut c, space_id)
+            .await?
+            .filter(Node::is_root)
+            .ok_or(StoreError::NotFound)?;
+        for seg in segs {
+            if !node.is_dir() {
+                return Err(StoreError::NotFound);
+            }
+            node = get_child(&mut c, &node.id, seg)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+        }
+        Ok(node)
+    }
+
+    /// The space-relative path of a node (`/` for a root), for answering by id.
+    pub async fn path_of(&self, id: &str) -> Result<String> {
+        let mut c = self.read_conn().await?;
+        let rows = sqlx::query(
+            "WITH RECURSIVE anc(id, parent_id, name, depth) AS ( \
+               SELECT id, parent_id, name, 0 FROM nodes WHERE id = $1 \
+               UNION ALL \
+               SELECT n.id, n.parent_id, n.name, anc.depth + 1 FROM nodes n JOIN anc ON n.id = anc.parent_id \
+             ) SELECT name FROM anc ORDER BY depth DESC",
+        )
+        .bind(id)
+        .fetch_all(&mut *c)
+        .await?;
+        if rows.is_empty() {
+            return Err(StoreError::NotFound);
+        }
+        let mut path = String::new();
+        for row in rows.iter().skip(1) {
+            path.push('/');
+            path.push_str(&row.try_get::<String, _>(0)?);
+        }
+        if path.is_empty() {
+            path.push('/');
+        }
+        Ok(path)
+    }
+
+    /// The space of a node (ids of nodes never change space: moves stay inside one).
+    async fn space_of(&self, id: &str) -> Result<String> {
+        let mut c = self.read_conn().await?;
+        let row = sqlx::query("SELECT space_id FROM nodes WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *c)
+            .await?;
+        match row {
+            Some(row) => Ok(row.try_get(0)?),
+            None => Err(StoreError::NotFound),
+        }
+    }
+}
+
+// -------------------------------------------------------------------- shared SQL helpers
+
+pub(crate) async fn get_space(c: &mut AnyConnection, id: &str) -> Result<Space> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        space_cols!(),
+        " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *c)
+    .await?;
+    row.as_ref()
+        .map(space_from_row)
+        .transpose()?
+        .ok_or(StoreError::NotFound)
+}
+
+pub(crate) async fn get_node(c: &mut AnyConnection, id: &str) -> Result<Option<Node>> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        node_cols!(),
+        " FROM nodes WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *c)
+    .await?;
+    row.as_ref().map(node_from_row).transpose()
+}
+
+pub(crate) async fn get_child(
+    c: &mut AnyConnection,
+    parent_id: &str,
+    name: &str,
+) -> Result<Option<Node>> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        node_cols!(),
+        " FROM nodes WHERE parent_id = $1 AND name = $2"
+    ))
+    .bind(parent_id)
+    .bind(name)
+    .fetch_optional(&mut *c)
+    .await?;
+    row.as_ref().map(node_from_row).transpose()
+}
+
+/// The parent and the existing child of that name, in one round trip.
+pub(crate) async fn parent_and_child(
+    c: &mut AnyConnection,
+    parent_id: &str,
+    name: &str,
+) -> Result<(Option<Node>, Option<Node>)> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        node_cols!(),
+        " FROM nodes WHERE id = $1 OR (parent_id = $1 AND name = $2)"
+    ))
+    .bind(parent_id)
+    .bind(name)
+    .fetch_all(&mut *c)
+    .await?;
+    let (mut parent, mut child) = (None, None);
+    for row in &rows {
+        let node = node_from_row(row)?;
+        if node.id == parent_id {
+            parent = Some(node);
+        } else {
+            child = Some(node);
+        }
+    }
+    Ok((parent, child))
+}
+
+/// Takes the space's write lock (see the module docs) and returns its quota (`None` = unlimited).
+pub(crate) async fn lock_space(c: &mut AnyConnection, space_id: &str) -> Result<Option<u64>> {
+    let row = sqlx::query("UPDATE spaces SET seq = seq + 1 WHERE id = $1 RETURNING quota")
+        .bind(space_id)
+        .fetch_optional(&mut *c)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let quota: Option<i64> = row.try_get(0)?;
+    Ok(quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0))
+}
+
+/// Refuses growth by `delta` bytes past the quota. Shrinking is always allowed, so a space that
+/// is over quota (after the quota was lowered) can still be cleaned up.
+pub(crate) async fn check_quota(
+    c: &mut AnyConnection,
+    space_id: &str,
+    quota: Option<u64>,
+    delta: i64,
+) -> Result<()> {
+    let Some(quota) = quota else { return Ok(()) };
+    if delta <= 0 {
+        return Ok(());
+    }
+    let row = sqlx::query("SELECT size FROM nodes WHERE id = $1")
+        .bind(space_id)
+        .fetch_one(&mut *c)
+        .await?;
+    let used: i64 = row.try_get(0)?;
+    if used.saturating_add(delta) > i64::try_from(quota).unwrap_or(i64::MAX) {
+        return Err(StoreError::QuotaExceeded);
+    }
+    Ok(())
+}
+
+/// Gives `from` and every ancestor up to the root the etag `etag` and adds `size_delta` to their
+/// sizes, in one statement walking the parent chain by primary key. With `touch`, `from`'s own
+/// mtime becomes that time: a directory's mtime changes when an entry is added, removed or
+/// renamed directly inside it (folded in here to save a statement on every such write).
+pub(crate) async fn propagate(
+    c: &mut AnyConnection,
+    from: &str,
+    etag: &str,
+    size_delta: i64,
+    touch: Option<i64>,
+) -> Result<()> {
+    let (touch_id, touch_time) = match touch {
+        Some(t) => (from, t),
+        None => ("", 0),
+    };
+    sqlx::query(
+        "WITH RECURSIVE anc(id) AS ( \
+           SELECT id FROM nodes WHERE id = $1 \
+           UNION ALL \
+           SELECT n.parent_id FROM nodes n JOIN anc ON n.id = anc.id WHERE n.parent_id IS NOT NULL \
+         ) UPDATE nodes SET etag = $2, size = size + $3, \
+           mtime = CASE WHEN id = $4 THEN $5 ELSE mtime END \
+         WHERE id IN (SELECT id FROM anc)",
+    )
+    .bind(from)
+    .bind(etag)
+    .bind(size_delta)
+    .bind(touch_id)
+    .bind(touch_time)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+/// Whether `ancestor` is `node` itself or one of its ancestors.
+pub(crate) async fn is_ancestor_or_self(
+    c: &mut AnyConnection,
+    ancestor: &str,
+    node: &str,
+) -> Result<bool> {
+    let row = sqlx::query(
+        "WITH RECURSIVE anc(id) AS ( \
+           SELECT id FROM nodes WHERE id = $1 \
+           UNION ALL \
+           SELECT n.parent_id FROM nodes n JOIN anc ON n.id = anc.id WHERE n.parent_id IS NOT NULL \
+         ) SELECT id FROM anc WHERE id = $2",
+    )
+    .bind(node)
+    .bind(ancestor)
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Deletes a node and its subtree (the foreign keys cascade to children and dead properties) and
+/// marks the blobs they pointed at as released, for the collector. Sizes and etags of the
+/// ancestors are the caller's to update.
+pub(crate) async fn remove_subtree(c: &mut AnyConnection, node: &Node) -> Result<()> {
+    let now = crate::ids::now_ms();
+    match node.kind {
+        NodeKind::File => {
+            sqlx::query("UPDATE blobs SET released = $2 WHERE id = $1")
+                .bind(node.blob_id.as_deref())
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+        }
+        NodeKind::Dir => {
+            sqlx::query(
+                "WITH RECURSIVE sub(sid) AS ( \
+                   SELECT id FROM nodes WHERE id = $1 \
+                   UNION ALL \
+                   SELECT n.id FROM nodes n JOIN sub ON n.parent_id = sub.sid \
+                 ) UPDATE blobs SET released = $2 WHERE id IN \
+                   (SELECT n.blob_id FROM nodes n JOIN sub ON n.id = sub.sid WHERE n.blob_id IS NOT NULL)",
+            )
+            .bind(&node.id)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+        }
+    }
+    sqlx::query("DELETE FROM nodes WHERE id = $1")
+        .bind(&node.id)
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// Whole subtree of `root`, parents before children.
+pub(crate) async fn subtree(c: &mut AnyConnection, root: &str) -> Result<Vec<Node>> {
+    let rows = sqlx::query(concat!(
+        "WITH RECURSIVE sub(sid, depth) AS ( \
+           SELECT id, 0 FROM nodes WHERE id = $1 \
+           UNION ALL \
+           SELECT n.id, sub.depth + 1 FROM nodes n JOIN sub ON n.parent_id = sub.sid \
+         ) SELECT ",
+        node_cols!(),
+        " FROM nodes JOIN sub ON nodes.id = sub.sid ORDER BY sub.depth"
+    ))
+    .bind(root)
+    .fetch_all(&mut *c)
+    .await?;
+    rows.iter().map(node_from_row).collect()
+}

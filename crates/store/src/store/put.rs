@@ -1,0 +1,400 @@
+//! Writing and reading file content.
+//!
+//! A put goes through four steps, and a failure at any point leaves the previous version of the
+//! file untouched and nothing new visible:
+//! 1. cheap checks without locks (parent, preconditions, quota against the declared length), so
+//!    a doomed upload is refused before its body is read;
+//! 2. a `blobs` row in state "uploading" is committed *before* the first byte is written — a
+//!    process killed after this point leaves a row the collector finds;
+//! 3. the body streams into a new blob (hashed on the way, length and quota watched), which is
+//!    completed and synced;
+//! 4. one transaction under the space lock re-checks everything, points the node at the new blob,
+//!    marks the old blob released and propagates etag and size to the root.
+//!
+//! Concurrent puts to one path each commit atomically in step 4: the last commit wins, and with
+//! `if_match` the later ones fail the etag check.
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use sqlx::AnyConnection;
+
+use super::{Store, check_quota, get_space, lock_space, parent_and_child, propagate};
+use crate::checksum::{Checksums, Hasher};
+use crate::db::db_size;
+use crate::error::BoxError;
+use crate::ids::{from_ns, new_id, now_ms, now_ns, to_ns};
+use crate::model::{Node, NodeKind, PutOptions};
+use crate::names::validate_name;
+use crate::{Result, StoreError};
+
+/// A file's content, opened for reading.
+pub struct Download {
+    /// The node as it was when the read was opened (its etag matches the bytes streamed).
+    pub node: Node,
+    /// The byte range served, inclusive, when a range was asked for.
+    pub range: Option<(u64, u64)>,
+    /// The bytes, in chunks of at most 256 KiB for local blobs.
+    pub stream: BoxStream<'static, Result<Bytes>>,
+}
+
+impl std::fmt::Debug for Download {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Download")
+            .field("node", &self.node)
+            .field("range", &self.range)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the commit needs to know about the written blob.
+struct Written {
+    blob_id: String,
+    size: u64,
+    checksums: Checksums,
+}
+
+impl Store {
+    /// Writes a file `name` in directory `parent_id` from a body stream, creating it or replacing
+    /// the content of the existing file (whose id is kept). Returns the node as committed.
+    ///
+    /// Errors: `Conflict` (no parent), `NotADirectory` (parent is a file), `IsADirectory` (the
+    /// name is a directory), `PreconditionFailed`, `QuotaExceeded`, `ChecksumMismatch`,
+    /// `LengthMismatch`, `Body` (the stream failed).
+    pub async fn put_file<S, E>(
+        &self,
+        parent_id: &str,
+        name: &str,
+        body: S,
+        opts: PutOptions,
+    ) -> Result<Node>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Send,
+        E: Into<BoxError>,
+    {
+        validate_name(name)?;
+        let (space_id, allowance) = self.precheck_put(parent_id, name, &opts).await?;
+
+        let blob_id = new_id();
+        self.record_upload(&blob_id).await?;
+        let written = match self.write_blob(&blob_id, body, &opts, allowance).await {
+            Ok(w) => w,
+            Err(e) => {
+                self.discard_upload(&blob_id).await;
+                return Err(e);
+            }
+        };
+
+        let mut w = self.db().begin_write().await?;
+        let r = commit_put(w.conn(), &space_id, parent_id, name, &opts, &written).await;
+        let failed_before_commit = r.is_err();
+        match w.finish(r).await {
+            Ok(node) => Ok(node),
+            Err(e) => {
+                // Only a refusal inside the transaction is known not to have committed; a failed
+                // COMMIT may still have landed, so that blob is left for the collector to judge.
+                if failed_before_commit {
+                    self.discard_upload(&blob_id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Step 1: refuse early what would be refused at commit. Returns the space and how many
+    /// bytes the body may have before the quota is exceeded (`None` = unlimited).
+    async fn precheck_put(
+        &self,
+        parent_id: &str,
+        name: &str,
+        opts: &PutOptions,
+    ) -> Result<(String, Option<u64>)> {
+        let mut c = self.read_conn().await?;
+        let (parent, existing) = parent_and_child(&mut c, parent_id, name).await?;
+        let parent = parent.ok_or(StoreError::Conflict)?;
+        check_target(&parent, existing.as_ref(), opts)?;
+        let space = get_space(&mut c, &parent.space_id).await?;
+        let allowance = space.quota.map(|quota| {
+            let used_by_others = space
+                .used
+                .saturating_sub(existing.as_ref().map_or(0, |n| n.size));
+            quota.saturating_sub(used_by_others)
+        });
+        if let (Some(allowance), Some(len)) = (allowance, opts.content_length)
+            && len > allowance
+        {
+            return Err(StoreError::QuotaExceeded);
+        }
+        Ok((parent.space_id, allowance))
+    }
+
+    /// Step 2: the row that makes a crashed upload findable.
+    pub(crate) async fn record_upload(&self, blob_id: &str) -> Result<()> {
+        let mut w = self.db().begin_write().await?;
+        let r = sqlx::query("INSERT INTO blobs (id, state, size, created) VALUES ($1, 0, 0, $2)")
+            .bind(blob_id)
+            .bind(now_ms())
+            .execute(w.conn())
+            .await
+            .map(|_| ())
+            .map_err(StoreError::from);
+        w.finish(r).await
+    }
+
+    /// Step 3: stream, hash, check, sync.
+    async fn write_blob<S, E>(
+        &self,
+        blob_id: &str,
+        body: S,
+        opts: &PutOptions,
+        allowance: Option<u64>,
+    ) -> Result<Written>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Send,
+        E: Into<BoxError>,
+    {
+        let mut body = std::pin::pin!(body);
+        let mut writer = self.blobs().writer(blob_id);
+        let mut hasher = Hasher::new();
+        let mut size: u64 = 0;
+        let outcome: Result<()> = async {
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| StoreError::Body(e.into()))?;
+                size += chunk.len() as u64;
+                // Stop as soon as the body is known to be wrong rather than store all of it.
+                if let Some(expected) = opts.content_length
+                    && size > expected
+                {
+                    return Err(StoreError::LengthMismatch {
+                        expected,
+                        received: size,
+                    });
+                }
+                if allowance.is_some_and(|a| size > a) {
+                    return Err(StoreError::QuotaExceeded);
+                }
+                hasher.update(&chunk);
+                writer.write(chunk).await?;
+            }
+            if let Some(expected) = opts.content_length
+                && size != expected
+            {
+                return Err(StoreError::LengthMismatch {
+                    expected,
+                    received: size,
+                });
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            writer.abort().await;
+            return Err(e);
+        }
+        let checksums = hasher.finish();
+        if let Some((algo, expected)) = &opts.expected_checksum {
+            let actual = checksums.get(*algo);
+            if !actual.eq_ignore_ascii_case(expected.trim()) {
+                writer.abort().await;
+                return Err(StoreError::ChecksumMismatch {
+                    algo: *algo,
+                    expected: expected.clone(),
+                    actual: actual.to_owned(),
+                });
+            }
+        }
+        writer.finish().await?;
+        Ok(Written {
+            blob_id: blob_id.to_owned(),
+            size,
+            checksums,
+        })
+    }
+
+    /// Removes an upload that will never commit: its blob, then its row. Best effort — whatever
+    /// fails here is still an "uploading" row that the collector removes after `min_age`.
+    async fn discard_upload(&self, blob_id: &str) {
+        if let Err(e) = self.blobs().delete(blob_id).await {
+            tracing::warn!(blob = blob_id, error = %e, "removing a failed upload's blob");
+            return;
+        }
+        let r = async {
+            let mut w = self.db().begin_write().await?;
+            let r = sqlx::query("DELETE FROM blobs WHERE id = $1 AND state = 0")
+                .bind(blob_id)
+                .execute(w.conn())
+                .await
+                .map(|_| ())
+                .map_err(StoreError::from);
+            w.finish(r).await
+        }
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(blob = blob_id, error = %e, "removing a failed upload's row");
+        }
+    }
+
+    /// Opens a file for reading, optionally a byte range `(start, end_inclusive)` as in an HTTP
+    /// `Range` header. An end past the file is clamped; a start at or past the end is
+    /// `InvalidRange`. Memory stays bounded whatever the file size.
+    pub async fn open_read(&self, id: &str, range: Option<(u64, u64)>) -> Result<Download> {
+        let node = self.stat(id).await?;
+        if node.is_dir() {
+            return Err(StoreError::IsADirectory);
+        }
+        let blob_id = node
+            .blob_id
+            .clone()
+            .ok_or_else(|| StoreError::Corrupt(format!("file {} has no blob", node.id)))?;
+        let range = match range {
+            None => None,
+            Some((start, end)) => {
+                if start > end || start >= node.size {
+                    return Err(StoreError::InvalidRange);
+                }
+                Some((start, end.min(node.size - 1)))
+            }
+        };
+        let stream = self
+            .blobs()
+            .read(&blob_id, range.map(|(s, e)| (s, e + 1)))
+            .await?;
+        Ok(Download {
+            node,
+            range,
+            stream,
+        })
+    }
+}
+
+/// The rules shared by the precheck and the commit.
+fn check_target(parent: &Node, existing: Option<&Node>, opts: &PutOptions) -> Result<()> {
+    if !parent.is_dir() {
+        return Err(StoreError::NotADirectory);
+    }
+    if let Some(n) = existing
+        && n.is_dir()
+    {
+        return Err(StoreError::IsADirectory);
+    }
+    if opts.if_none_match_any && existing.is_some() {
+        return Err(StoreError::PreconditionFailed);
+    }
+    if let Some(want) = &opts.if_match {
+        let want = want.trim().trim_matches('"');
+        match existing {
+            Some(n) if want == "*" || n.etag == want => {}
+            _ => return Err(StoreError::PreconditionFailed),
+        }
+    }
+    Ok(())
+}
+
+/// Step 4.
+async fn commit_put(
+    c: &mut AnyConnection,
+    space_id: &str,
+    parent_id: &str,
+    name: &str,
+    opts: &PutOptions,
+    written: &Written,
+) -> Result<Node> {
+    let quota = lock_space(c, space_id).await?;
+    let (parent, existing) = parent_and_child(c, parent_id, name).await?;
+    let parent = parent.ok_or(StoreError::Conflict)?;
+    check_target(&parent, existing.as_ref(), opts)?;
+    let size = db_size(written.size)?;
+    let delta = size - existing.as_ref().map_or(Ok(0), |n| db_size(n.size))?;
+    check_quota(c, space_id, quota, delta).await?;
+
+    // The upload must still be ours: if the collector judged it abandoned (an upload slower than
+    // its min_age) the row is gone and this commit must fail rather than point at nothing.
+    let claimed = sqlx::query("UPDATE blobs SET state = 1, size = $2 WHERE id = $1 AND state = 0")
+        .bind(&written.blob_id)
+        .bind(size)
+        .execute(&mut *c)
+        .await?;
+    if claimed.rows_affected() != 1 {
+        return Err(StoreError::Corrupt(format!(
+            "upload {} was collected before it committed",
+            written.blob_id
+        )));
+    }
+
+    let now = now_ns();
+    let mtime = opts.mtime.map_or(now, to_ns);
+    let etag = new_id();
+    let cs = &written.checksums;
+    // The committed node is built here rather than read back: one statement less per put.
+    let (node, touch) = match existing {
+        Some(old) => {
+            sqlx::query(
+                "UPDATE nodes SET blob_id = $2, size = $3, mtime = $4, etag = $5, sha1 = $6, \
+                 md5 = $7, adler32 = $8 WHERE id = $1",
+            )
+            .bind(&old.id)
+            .bind(&written.blob_id)
+            .bind(size)
+            .bind(mtime)
+            .bind(&etag)
+            .bind(&cs.sha1)
+            .bind(&cs.md5)
+            .bind(&cs.adler32)
+            .execute(&mut *c)
+            .await?;
+            sqlx::query("UPDATE blobs SET released = $2 WHERE id = $1")
+                .bind(old.blob_id.as_deref())
+                .bind(now_ms())
+                .execute(&mut *c)
+                .await?;
+            let node = Node {
+                size: written.size,
+                mtime: from_ns(mtime),
+                etag: etag.clone(),
+                checksums: Some(cs.clone()),
+                blob_id: Some(written.blob_id.clone()),
+                ..old
+            };
+            // Overwriting content adds no entry: the directory's own mtime stays.
+            (node, None)
+        }
+        None => {
+            let id = new_id();
+            sqlx::query(
+                "INSERT INTO nodes (id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, \
+                 sha1, md5, adler32, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(&id)
+            .bind(space_id)
+            .bind(parent_id)
+            .bind(name)
+            .bind(NodeKind::File.to_db())
+            .bind(size)
+            .bind(mtime)
+            .bind(&etag)
+            .bind(&written.blob_id)
+            .bind(&cs.sha1)
+            .bind(&cs.md5)
+            .bind(&cs.adler32)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            let node = Node {
+                id,
+                space_id: space_id.to_owned(),
+                parent_id: Some(parent_id.to_owned()),
+                name: name.to_owned(),
+                kind: NodeKind::File,
+                size: written.size,
+                mtime: from_ns(mtime),
+                etag: etag.clone(),
+                checksums: Some(cs.clone()),
+                created: from_ns(now),
+                blob_id: Some(written.blob_id.clone()),
+            };
+            (node, Some(now))
+        }
+    };
+    propagate(c, parent_id, &etag, delta, touch).await?;
+    Ok(node)
+}

@@ -1,0 +1,130 @@
+//! Shared test plumbing: a store on a real database file (or PostgreSQL database) and a real
+//! blob directory, body streams, and blob-directory inspection.
+
+#![allow(dead_code)]
+
+pub mod pg;
+
+use std::path::{Path, PathBuf};
+
+use arca_store::{Node, PutOptions, Store, StoreConfig, StoreError};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+
+pub struct Ctx {
+    pub store: Store,
+    pub blob_dir: PathBuf,
+    pub db_url: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Ctx {
+    /// A store on a fresh SQLite file.
+    pub async fn sqlite() -> Ctx {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("meta.db").display());
+        Self::open_in(tmp, url).await
+    }
+
+    /// A store on the given database URL (a fresh PostgreSQL database).
+    pub async fn with_url(url: &str) -> Ctx {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        Self::open_in(tmp, url.to_owned()).await
+    }
+
+    async fn open_in(tmp: tempfile::TempDir, db_url: String) -> Ctx {
+        let blob_dir = tmp.path().join("blobs");
+        let store = Store::open(StoreConfig::new(db_url.clone(), &blob_dir))
+            .await
+            .unwrap_or_else(|e| panic!("open store on {db_url}: {e}"));
+        Ctx {
+            store,
+            blob_dir,
+            db_url,
+            _tmp: tmp,
+        }
+    }
+
+    /// Reopens the same database and blob directory (a restart).
+    pub async fn reopen(&self) -> Store {
+        Store::open(StoreConfig::new(self.db_url.clone(), &self.blob_dir))
+            .await
+            .expect("reopen store")
+    }
+
+    /// Files in the blob directory (blobs and any staging leftovers).
+    pub fn blob_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk(&self.blob_dir, &mut out);
+        out
+    }
+
+    pub async fn put(&self, parent: &str, name: &str, data: &[u8]) -> Result<Node, StoreError> {
+        self.store
+            .put_file(
+                parent,
+                name,
+                body(data.to_vec(), 4096),
+                PutOptions::default(),
+            )
+            .await
+    }
+
+    pub async fn read(&self, id: &str) -> Vec<u8> {
+        read_all(&self.store, id, None).await
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// A body stream yielding `data` in chunks of `chunk` bytes.
+pub fn body(
+    data: Vec<u8>,
+    chunk: usize,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    let data = Bytes::from(data);
+    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..data.len())
+        .step_by(chunk.max(1))
+        .map(|i| Ok(data.slice(i..(i + chunk).min(data.len()))))
+        .collect();
+    futures::stream::iter(chunks)
+}
+
+/// A body that yields `good` bytes and then fails, like a client that went away.
+pub fn failing_body(good: Vec<u8>) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    body(good, 1000).chain(futures::stream::iter(vec![Err(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "client went away",
+    ))]))
+}
+
+pub async fn read_all(store: &Store, id: &str, range: Option<(u64, u64)>) -> Vec<u8> {
+    let dl = store.open_read(id, range).await.expect("open_read");
+    let chunks: Vec<Bytes> = dl.stream.try_collect().await.expect("read stream");
+    chunks.concat()
+}
+
+/// Deterministic pseudo-random content.
+pub fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
