@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use arca_tests::{
     ALL_SERVICES, DEPENDENCIES, Launch, TempDir, assert_stopped_in_reverse_dependency_order,
-    free_port, get, run_arca,
+    free_port, get, run_arca, send,
 };
 
 /// Deadline for states that take milliseconds when all is well: generous for a loaded CI box,
@@ -260,10 +260,13 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
     let mut a = Launch::arca(&dir_a)
         .services("proxy,frontend")
         .set("identity.secret", SPLIT_SECRET)
-        .set("registry.kind", "static");
+        .set("registry.kind", "static")
+        .env("ARCA_LOG_LEVEL", "debug");
     let mut b = Launch::arca(&dir_b)
         .services(&BACK.join(","))
-        .set("identity.secret", SPLIT_SECRET);
+        .set("identity.secret", SPLIT_SECRET)
+        .env("ARCA_ADMIN_PASSWORD", "split-pass")
+        .env("ARCA_LOG_LEVEL", "debug");
     for (service, endpoint) in BACK.iter().zip(&endpoints) {
         a = a.set(&format!("registry.static.{service}"), endpoint);
         b = b.set(&format!("{service}.endpoint"), endpoint);
@@ -281,6 +284,62 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
     let status = a.get("/status.php").await?;
     assert_eq!(status.status, 200, "{}", status.text());
     assert_eq!(status.json()?["installed"], true);
+
+    // A file crosses the process boundary: its metadata over gRPC to B's gateway and
+    // storage-users, its bytes over B's data path, the login against B's storage-system.
+    let auth = [("authorization", "Basic YWRtaW46c3BsaXQtcGFzcw==")]; // admin:split-pass
+    let put = send(
+        &a.public,
+        "PUT",
+        "/remote.php/webdav/split.txt",
+        &auth,
+        "across",
+    )
+    .await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let got = send(&a.public, "GET", "/remote.php/webdav/split.txt", &auth, "").await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "across"));
+
+    // One trace joins every hop of that GET, in both processes and over every transport.
+    let handled = |e: &serde_json::Value, service: &str, route: &str| {
+        e["fields"]["message"] == "handled"
+            && e["span"]["service"] == service
+            && e["span"]["method"] == "GET"
+            && e["span"]["route"]
+                .as_str()
+                .is_some_and(|r| r.starts_with(route))
+    };
+    let proxy = a
+        .proc
+        .events()
+        .into_iter()
+        .rev()
+        .find(|e| handled(e, "proxy", ""))
+        .ok_or_else(|| anyhow::anyhow!("no proxy GET in A's log"))?;
+    let trace = proxy["span"]["trace_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(trace.len(), 32, "{proxy}");
+    b.proc
+        .wait_event(
+            WITHIN,
+            &format!("storage-users data GET in trace {trace}"),
+            |e| handled(e, "storage-users", "/data/") && e["span"]["trace_id"] == trace.as_str(),
+        )
+        .await?;
+    b.proc
+        .wait_event(
+            WITHIN,
+            &format!("gateway InitiateDownload in trace {trace}"),
+            |e| {
+                e["fields"]["message"] == "handled"
+                    && e["span"]["service"] == "gateway"
+                    && e["span"]["route"] == "/arca.v1.Storage/InitiateDownload"
+                    && e["span"]["trace_id"] == trace.as_str()
+            },
+        )
+        .await?;
 
     // The gateway's probes came from A: nothing in B depends on the gateway.
     let metrics = get(&b.debug, "/metrics", &[]).await?.text();

@@ -639,3 +639,44 @@ pub const ALL_SERVICES: [&str; 6] = [
     "storage-system",
     "sharing",
 ];
+
+/// Any request with a whole body over a fresh HTTP/1.1 connection, and the whole answer,
+/// within 60 s (WebDAV methods, uploads).
+pub async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> anyhow::Result<HttpResponse> {
+    let body = body.into();
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connect {addr}"))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, addr);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let resp = sender
+            .send_request(req.body(http_body_util::Full::new(body))?)
+            .await?;
+        let status = resp.status().as_u16();
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await?.to_bytes().to_vec();
+        Ok(HttpResponse {
+            status,
+            headers: parts.headers,
+            body,
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .with_context(|| format!("{method} http://{addr}{path}: no complete answer within 60s"))?
+}

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arca_tests::{Launch, Server, TempDir};
+use arca_tests::{HttpResponse, Launch, Server, TempDir, send};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::StreamBody;
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 
@@ -23,56 +23,17 @@ async fn start(dir: &TempDir) -> anyhow::Result<Server> {
     Ok(server)
 }
 
-struct Reply {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: Bytes,
-}
-
-impl Reply {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn header(&self, name: &str) -> String {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    }
-}
-
-/// One request as admin over a fresh HTTP/1.1 connection.
+/// One request as admin.
 async fn dav(
     addr: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: impl Into<Bytes>,
-) -> anyhow::Result<Reply> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr)
-        .header("authorization", AUTH);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = sender
-        .send_request(req.body(Full::new(body.into()))?)
-        .await?;
-    let status = resp.status().as_u16();
-    let (parts, body) = resp.into_parts();
-    let body = body.collect().await?.to_bytes();
-    Ok(Reply {
-        status,
-        headers: parts.headers,
-        body,
-    })
+) -> anyhow::Result<HttpResponse> {
+    let mut all = vec![("authorization", AUTH)];
+    all.extend_from_slice(headers);
+    send(addr, method, path, &all, body).await
 }
 
 const ROOT: &str = "/remote.php/dav/files/admin";
@@ -172,7 +133,7 @@ async fn etags_propagate_to_the_root_and_ids_survive_moves() -> anyhow::Result<(
     )
     .await?;
     assert_eq!(put.status, 201, "{}", put.text());
-    assert!(!put.header("oc-fileid").is_empty() && !put.header("etag").is_empty());
+    assert!(put.header("oc-fileid").is_some() && put.header("etag").is_some());
     let root_after = prop(a, &format!("{ROOT}/"), "d:getetag").await?;
     assert_ne!(
         root_before, root_after,
@@ -235,7 +196,11 @@ async fn concurrent_writers_each_commit_whole_files() -> anyhow::Result<()> {
     );
 
     // With If-Match on the same etag, exactly one writer wins; the others get 412.
-    let etag = dav(&addr, "HEAD", &path, &[], "").await?.header("etag");
+    let etag = dav(&addr, "HEAD", &path, &[], "")
+        .await?
+        .header("etag")
+        .unwrap_or_default()
+        .to_owned();
     let mut tasks = Vec::new();
     for writer in 0u8..6 {
         let (addr, path, etag) = (addr.clone(), path.clone(), etag.clone());
