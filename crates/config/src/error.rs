@@ -98,6 +98,22 @@ pub enum Problem {
     },
     #[error("must not be empty")]
     Empty,
+    /// A key another one requires, e.g. the bucket when `blobs.kind` is s3; blamed on the
+    /// origin of the requiring value.
+    #[error("must not be empty when {0}")]
+    EmptyWhen(&'static str),
+    /// A key given where it has no effect, e.g. a bucket while `blobs.kind` is local.
+    #[error("is only used when {0}")]
+    Unused(&'static str),
+    /// One of a pair given without the other.
+    #[error("must be set together with {0}")]
+    Unpaired(&'static str),
+    #[error("{0} is not a size like 10GiB, 500MB or 1048576 (whole bytes)")]
+    NotSize(String),
+    #[error("{0} is too large (at most 8 EiB)")]
+    TooLarge(String),
+    #[error("{0} is not an S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens)")]
+    NotBucket(String),
     #[error("must be longer than 0s")]
     Zero,
     #[error("value is not valid UTF-8")]

@@ -170,12 +170,17 @@ pub struct ServiceSection {
     pub endpoint: Endpoint,
 }
 
-/// A storage service: where it listens and which metadata database it uses.
+/// A storage service: where it listens, which metadata database it uses, where its blobs live.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StorageSection {
     pub endpoint: Endpoint,
     /// `postgres://…` or `sqlite://…`; `None` = SQLite under `data_dir/NAME`.
     pub database: Option<String>,
+    pub blobs: BlobsConfig,
+    /// Quota in bytes given to each personal space when it is created; `None` = unlimited.
+    /// Only storage-users has the key (`storage-users.personal_quota`): always `None` for
+    /// storage-system, which has no personal spaces.
+    pub personal_quota: Option<u64>,
 }
 
 impl fmt::Debug for StorageSection {
@@ -184,6 +189,45 @@ impl fmt::Debug for StorageSection {
         f.debug_struct("StorageSection")
             .field("endpoint", &self.endpoint)
             .field("database", &self.database.as_ref().map(|_| "<redacted>"))
+            .field("blobs", &self.blobs)
+            .field("personal_quota", &self.personal_quota)
+            .finish()
+    }
+}
+
+/// Where a storage service keeps file contents (YAML `blobs.kind`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobsConfig {
+    /// Files under `data_dir/NAME/blobs`.
+    Local,
+    S3(S3Config),
+}
+
+/// An S3 bucket (AWS or an S3-compatible server). `Debug` does not show the secret key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Config {
+    /// `http(s)://HOST[:PORT]` of an S3-compatible server; `None` = AWS.
+    pub endpoint: Option<String>,
+    /// A valid S3 bucket name.
+    pub bucket: String,
+    pub region: String,
+    /// Static credentials, both or neither; neither = the AWS environment and credential chain.
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+}
+
+impl fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key id only names the credentials (AWS does not treat it as secret); the key is one.
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }

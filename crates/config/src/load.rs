@@ -16,9 +16,9 @@ use config::{FileFormat, Format, Map, Source, Value, ValueKind};
 
 use crate::keys::{default_of, key_of_env};
 use crate::{
-    Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin, OtlpConfig,
-    Problem, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, SERVICE_NAMES, ServiceSection,
-    ShutdownConfig, StorageSection, TracingConfig,
+    BlobsConfig, Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin,
+    OtlpConfig, Problem, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, S3Config,
+    SERVICE_NAMES, ServiceSection, ShutdownConfig, StorageSection, TracingConfig,
 };
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
@@ -286,16 +286,22 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
     let frontend = service("frontend")?;
     let gateway = service("gateway")?;
     let sharing = service("sharing")?;
-    let mut storage = |name| {
+    // Only storage-users has personal spaces, hence a personal quota.
+    let mut storage = |name, has_personal_spaces| {
         root.section(name, |t| {
             Ok(StorageSection {
                 endpoint: t.field("endpoint").endpoint()?,
                 database: t.field("database").optional_database_url()?,
+                personal_quota: match has_personal_spaces {
+                    true => t.field("personal_quota").optional_size()?,
+                    false => None,
+                },
+                blobs: t.section("blobs", blobs)?,
             })
         })
     };
-    let storage_users = storage("storage-users")?;
-    let storage_system = storage("storage-system")?;
+    let storage_users = storage("storage-users", true)?;
+    let storage_system = storage("storage-system", false)?;
     root.finish()?;
     Ok(Config {
         source: None,
@@ -313,6 +319,54 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
         storage_users,
         storage_system,
         sharing,
+    })
+}
+
+/// A storage service's `blobs` section. The S3 keys are read whatever the kind, so that a typo
+/// among them is an error even while they are unused.
+fn blobs(t: &mut Table) -> Result<BlobsConfig, ConfigError> {
+    let kind = t.field("kind");
+    let s3 = kind.choice("local, s3", |s| match s {
+        "local" => Some(false),
+        "s3" => Some(true),
+        _ => None,
+    })?;
+    t.section("s3", |t| {
+        let endpoint = t.field("endpoint").optional_endpoint_url()?;
+        let bucket = t.field("bucket");
+        let bucket_name = bucket.optional_bucket()?;
+        let region = t.field("region").text()?;
+        let key_id = t.field("access_key_id");
+        let secret = t.field("secret_access_key");
+        let (access_key_id, secret_access_key) = (key_id.optional_text()?, secret.optional_text()?);
+        match (&access_key_id, &secret_access_key) {
+            (Some(_), None) => {
+                return Err(key_id.error(Problem::Unpaired("blobs.s3.secret_access_key")));
+            }
+            (None, Some(_)) => {
+                return Err(secret.error(Problem::Unpaired("blobs.s3.access_key_id")));
+            }
+            _ => {}
+        }
+        match (s3, bucket_name) {
+            (false, None) => Ok(BlobsConfig::Local),
+            // A bucket without `kind: s3` is almost surely a forgotten kind; taking it silently
+            // would put the files on local disk.
+            (false, Some(_)) => Err(bucket.error(Problem::Unused("blobs.kind is s3"))),
+            // Blame the value that asked for a bucket.
+            (true, None) => Err(ConfigError::Invalid {
+                key: bucket.key.clone(),
+                problem: Problem::EmptyWhen("blobs.kind is s3"),
+                origin: kind.origin.clone(),
+            }),
+            (true, Some(bucket)) => Ok(BlobsConfig::S3(S3Config {
+                endpoint,
+                bucket,
+                region,
+                access_key_id,
+                secret_access_key,
+            })),
+        }
     })
 }
 
@@ -591,6 +645,62 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// An `http(s)://HOST[:PORT]` URL (a trailing `/` allowed); `None` if absent or empty.
+    fn optional_endpoint_url(&self) -> Result<Option<String>, ConfigError> {
+        let Some(url) = self.optional_text()? else {
+            return Ok(None);
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        let authority = rest.map(|r| r.strip_suffix('/').unwrap_or(r));
+        // A host without a port is valid exactly when it is with one.
+        let valid = authority.is_some_and(|a| is_host_port(a) || is_host_port(&format!("{a}:1")));
+        if valid {
+            Ok(Some(url))
+        } else {
+            Err(self.error(Problem::NotUrl(format!("{url:?}"))))
+        }
+    }
+
+    /// An S3 bucket name as AWS requires it: 3–63 characters of lowercase letters, digits, dots
+    /// and hyphens, starting and ending with a letter or digit. `None` if absent or empty.
+    fn optional_bucket(&self) -> Result<Option<String>, ConfigError> {
+        let Some(name) = self.optional_text()? else {
+            return Ok(None);
+        };
+        let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let valid = (3..=63).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+            && edge(name.as_bytes().first())
+            && edge(name.as_bytes().last());
+        if valid {
+            Ok(Some(name))
+        } else {
+            Err(self.error(Problem::NotBucket(format!("{name:?}"))))
+        }
+    }
+
+    /// A size in bytes (see [`parse_size`]); `None` if absent, empty or 0. At most `i64::MAX`,
+    /// which is what the databases store.
+    fn optional_size(&self) -> Result<Option<u64>, ConfigError> {
+        if self.optional_text().is_ok_and(|text| text.is_none()) {
+            return Ok(None);
+        }
+        let (raw, shown) = self.scalar()?;
+        match parse_size(&raw) {
+            Ok(0) => Ok(None),
+            Ok(bytes) => match i64::try_from(bytes) {
+                Ok(bytes) => Ok(Some(bytes.unsigned_abs())),
+                Err(_) => Err(self.error(Problem::TooLarge(shown))),
+            },
+            Err(SizeError::TooLarge) => Err(self.error(Problem::TooLarge(shown))),
+            Err(SizeError::Invalid) => Err(self.error(Problem::NotSize(shown))),
+        }
+    }
+
     fn choice<T>(
         &self,
         allowed: &'static str,
@@ -625,6 +735,62 @@ impl<'a> Field<'a> {
             Some(other) => Err(self.wrong_type("a sequence", other)),
         }
     }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum SizeError {
+    Invalid,
+    TooLarge,
+}
+
+/// A human size: a number, maybe with a decimal fraction, and maybe a unit after it (spaces
+/// allowed, any case): `B`, `KB` `MB` `GB` `TB` (powers of 1000, as disk vendors and oCIS
+/// count) or `KiB` `MiB` `GiB` `TiB` (powers of 1024). A bare number is bytes. The result must
+/// be a whole number of bytes: `1.5KB` is 1500, `0.5B` is refused. One-letter units (`10G`)
+/// are refused as ambiguous.
+fn parse_size(text: &str) -> Result<u128, SizeError> {
+    let text = text.trim();
+    let unit_at = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(unit_at);
+    let multiplier: u128 = match unit.trim_start().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000u128.pow(2),
+        "gb" => 1000u128.pow(3),
+        "tb" => 1000u128.pow(4),
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err(SizeError::Invalid),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || (number.contains('.') && !digits(fraction)) {
+        return Err(SizeError::Invalid);
+    }
+    // value = (whole + fraction / 10^len) * multiplier, in integers: scaled by 10^len.
+    let scale = u32::try_from(fraction.len())
+        .ok()
+        .and_then(|len| 10u128.checked_pow(len))
+        .ok_or(SizeError::TooLarge)?;
+    let parse = |s: &str| -> Result<u128, SizeError> {
+        match s {
+            "" => Ok(0),
+            s => s.parse().map_err(|_| SizeError::TooLarge),
+        }
+    };
+    let scaled = parse(whole)?
+        .checked_mul(scale)
+        .and_then(|w| w.checked_add(parse(fraction).ok()?))
+        .and_then(|v| v.checked_mul(multiplier))
+        .ok_or(SizeError::TooLarge)?;
+    if scaled % scale != 0 {
+        return Err(SizeError::Invalid);
+    }
+    Ok(scaled / scale)
 }
 
 /// A scalar's text and how an error message shows it: strings quoted, numbers bare.
@@ -708,6 +874,11 @@ mod tests {
         }
         assert_eq!(config.endpoint("nope"), None);
         assert!(config.hosts("gateway"));
+        for storage in [&config.storage_users, &config.storage_system] {
+            assert_eq!(storage.database, None);
+            assert_eq!(storage.blobs, BlobsConfig::Local);
+            assert_eq!(storage.personal_quota, None);
+        }
     }
 
     #[test]
@@ -1104,6 +1275,272 @@ gateway: {endpoint: unix:///run/gw.sock}
         assert_eq!(
             err,
             r#"debug.addr: "a\nb" is not a host:port (env ARCA_DEBUG_ADDR)"#
+        );
+    }
+
+    fn s3_of(storage: &StorageSection) -> &S3Config {
+        match &storage.blobs {
+            BlobsConfig::S3(s3) => s3,
+            other => panic!("not s3: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn s3_blobs_from_yaml() {
+        let config = yaml(
+            "arca.yaml",
+            r#"
+storage-users:
+  personal_quota: 10GiB
+  blobs:
+    kind: s3
+    s3:
+      endpoint: "http://minio:9000"
+      bucket: arca-users
+      access_key_id: AKIA1
+      secret_access_key: "s3cr3t"
+storage-system:
+  blobs: {kind: s3, s3: {bucket: arca.system, region: eu-central-1}}
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.storage_users.personal_quota, Some(10 << 30));
+        assert_eq!(
+            s3_of(&config.storage_users),
+            &S3Config {
+                endpoint: Some("http://minio:9000".into()),
+                bucket: "arca-users".into(),
+                region: "us-east-1".into(),
+                access_key_id: Some("AKIA1".into()),
+                secret_access_key: Some("s3cr3t".into()),
+            }
+        );
+        let system = s3_of(&config.storage_system);
+        assert_eq!(
+            (system.bucket.as_str(), system.region.as_str()),
+            ("arca.system", "eu-central-1")
+        );
+        assert_eq!(system.endpoint, None);
+        assert_eq!(system.access_key_id, None);
+        assert_eq!(config.storage_system.personal_quota, None);
+
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(
+            shown.contains("secret_access_key: Some(\"<redacted>\")"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("AKIA1"),
+            "the key id names the credentials: {shown}"
+        );
+    }
+
+    #[test]
+    fn storage_env_names_are_read() {
+        let config = env(&[
+            ("ARCA_STORAGE_USERS_PERSONAL_QUOTA", "500MB"),
+            ("ARCA_STORAGE_USERS_BLOBS_KIND", "s3"),
+            ("ARCA_STORAGE_USERS_S3_ENDPOINT", "https://s3.example.com/"),
+            ("ARCA_STORAGE_USERS_S3_BUCKET", "u-bucket"),
+            ("ARCA_STORAGE_USERS_S3_REGION", "garage"),
+            ("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "uid"),
+            ("ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY", "usecret"),
+            ("ARCA_STORAGE_SYSTEM_BLOBS_KIND", "s3"),
+            ("ARCA_STORAGE_SYSTEM_S3_ENDPOINT", "http://[::1]:9000"),
+            ("ARCA_STORAGE_SYSTEM_S3_BUCKET", "s-bucket"),
+            ("ARCA_STORAGE_SYSTEM_S3_REGION", "r2"),
+            ("ARCA_STORAGE_SYSTEM_S3_ACCESS_KEY_ID", "sid"),
+            ("ARCA_STORAGE_SYSTEM_S3_SECRET_ACCESS_KEY", "ssecret"),
+        ])
+        .unwrap();
+        assert_eq!(config.storage_users.personal_quota, Some(500_000_000));
+        assert_eq!(
+            s3_of(&config.storage_users),
+            &S3Config {
+                endpoint: Some("https://s3.example.com/".into()),
+                bucket: "u-bucket".into(),
+                region: "garage".into(),
+                access_key_id: Some("uid".into()),
+                secret_access_key: Some("usecret".into()),
+            }
+        );
+        assert_eq!(
+            s3_of(&config.storage_system),
+            &S3Config {
+                endpoint: Some("http://[::1]:9000".into()),
+                bucket: "s-bucket".into(),
+                region: "r2".into(),
+                access_key_id: Some("sid".into()),
+                secret_access_key: Some("ssecret".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn s3_rules() {
+        let err = yaml("config/x.yaml", "storage-users: {blobs: {kind: s3}}")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "storage-users.blobs.s3.bucket: must not be empty when blobs.kind is s3 (config/x.yaml)"
+        );
+        let err = env(&[("ARCA_STORAGE_SYSTEM_BLOBS_KIND", "s3")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "storage-system.blobs.s3.bucket: must not be empty when blobs.kind is s3 (env ARCA_STORAGE_SYSTEM_BLOBS_KIND)"
+        );
+        assert_eq!(
+            yaml_err("storage-users: {blobs: {s3: {bucket: arca}}}"),
+            "storage-users.blobs.s3.bucket: is only used when blobs.kind is s3 (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-users: {blobs: {kind: S3}}"),
+            r#"storage-users.blobs.kind: "S3" is not one of local, s3 (config/arca.yaml)"#
+        );
+        let err = env(&[
+            ("ARCA_STORAGE_USERS_BLOBS_KIND", "s3"),
+            ("ARCA_STORAGE_USERS_S3_BUCKET", "arca"),
+            ("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "id"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "storage-users.blobs.s3.access_key_id: must be set together with blobs.s3.secret_access_key (env ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID)"
+        );
+        assert_eq!(
+            yaml_err("storage-system: {blobs: {s3: {secret_access_key: x}}}"),
+            "storage-system.blobs.s3.secret_access_key: must be set together with blobs.s3.access_key_id (config/arca.yaml)"
+        );
+        for bad in [
+            "ab",
+            "Arca",
+            "arca_files",
+            "-arca",
+            "arca.",
+            "s3://arca",
+            "a/b",
+        ] {
+            assert_eq!(
+                yaml_err(&format!(
+                    "storage-users: {{blobs: {{kind: s3, s3: {{bucket: {bad:?}}}}}}}"
+                )),
+                format!(
+                    "storage-users.blobs.s3.bucket: {bad:?} is not an S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens) (config/arca.yaml)"
+                )
+            );
+        }
+        for bad in [
+            "minio:9000",
+            "s3://minio",
+            "http://",
+            "http://a b",
+            "ftp://minio",
+        ] {
+            assert_eq!(
+                yaml_err(&format!(
+                    "storage-users: {{blobs: {{s3: {{endpoint: {bad:?}}}}}}}"
+                )),
+                format!(
+                    "storage-users.blobs.s3.endpoint: {bad:?} is not a URL like http://HOST:PORT or https://HOST:PORT (config/arca.yaml)"
+                )
+            );
+        }
+        assert_eq!(
+            yaml_err("storage-users: {blobs: {kind: s3, s3: {bucket: arca, region: \"\"}}}"),
+            "storage-users.blobs.s3.region: must not be empty (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-users: {blobs: {s3: {buket: arca}}}"),
+            "storage-users.blobs.s3.buket: unknown key (config/arca.yaml)"
+        );
+        // An empty value is unset, as for every optional key.
+        let config = yaml(
+            "a.yaml",
+            "storage-users: {blobs: {kind: local, s3: {bucket: \"\"}}}",
+        );
+        assert_eq!(config.unwrap().storage_users.blobs, BlobsConfig::Local);
+    }
+
+    #[test]
+    fn personal_quota_rules() {
+        let quota = |v: &str| {
+            flags(&[("storage-users.personal_quota", v, "--set")])
+                .map(|c| c.storage_users.personal_quota)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(quota("1048576"), Ok(Some(1 << 20)));
+        assert_eq!(quota("10GiB"), Ok(Some(10 << 30)));
+        assert_eq!(quota("1.5 GB"), Ok(Some(1_500_000_000)));
+        assert_eq!(quota(""), Ok(None));
+        assert_eq!(quota("0"), Ok(None));
+        assert_eq!(
+            quota("10G"),
+            Err(r#"storage-users.personal_quota: "10G" is not a size like 10GiB, 500MB or 1048576 (whole bytes) (flag --set)"#.to_owned())
+        );
+        assert_eq!(
+            quota("10000000TB"),
+            Err(r#"storage-users.personal_quota: "10000000TB" is too large (at most 8 EiB) (flag --set)"#.to_owned())
+        );
+        // YAML numbers are bytes; a fraction of a byte is not a size.
+        let config = yaml("a.yaml", "storage-users: {personal_quota: 2048}").unwrap();
+        assert_eq!(config.storage_users.personal_quota, Some(2048));
+        assert_eq!(
+            yaml_err("storage-users: {personal_quota: 1.5}"),
+            "storage-users.personal_quota: 1.5 is not a size like 10GiB, 500MB or 1048576 (whole bytes) (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-users: {personal_quota: -1}"),
+            "storage-users.personal_quota: -1 is not a size like 10GiB, 500MB or 1048576 (whole bytes) (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-users: {personal_quota: [1]}"),
+            "storage-users.personal_quota: expected a string, found a sequence (config/arca.yaml)"
+        );
+        // storage-system has no personal spaces.
+        assert_eq!(
+            yaml_err("storage-system: {personal_quota: 1GiB}"),
+            "storage-system.personal_quota: unknown key (config/arca.yaml)"
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        let ok = [
+            ("0", 0),
+            ("7", 7),
+            ("7B", 7),
+            ("7 b", 7),
+            ("1KB", 1000),
+            ("1kb", 1000),
+            ("1KiB", 1024),
+            ("2MB", 2_000_000),
+            ("2MiB", 2 << 20),
+            ("3GB", 3_000_000_000),
+            ("3GiB", 3 << 30),
+            ("4TB", 4_000_000_000_000),
+            ("4TiB", 4 << 40),
+            ("0.5KiB", 512),
+            ("1.25 MB", 1_250_000),
+            (" 10GiB ", 10 << 30),
+        ];
+        for (text, bytes) in ok {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for bad in [
+            "", "GiB", "1..5GB", ".5GB", "5.GB", "1.5B", "0.0001KB", "1 0", "1e9", "-1", "10G",
+            "10 GiBs", "1,5GB", "ten",
+        ] {
+            assert_eq!(parse_size(bad), Err(SizeError::Invalid), "{bad:?}");
+        }
+        assert_eq!(
+            parse_size("999999999999999999999999999999999999999999"),
+            Err(SizeError::TooLarge)
+        );
+        assert_eq!(
+            parse_size("340282366920938463463374607431768211455TiB"),
+            Err(SizeError::TooLarge)
         );
     }
 }

@@ -162,6 +162,34 @@ mod tests {
         assert_eq!(config, Config::default());
     }
 
+    /// Keys four levels deep render under their parents and load back.
+    #[test]
+    fn nested_storage_keys_render_and_load_back() {
+        let text = render(
+            &[
+                ("storage-users.personal_quota", "10GiB"),
+                ("storage-users.blobs.kind", "s3"),
+                ("storage-users.blobs.s3.bucket", "arca-users"),
+                ("storage-users.blobs.s3.endpoint", "http://127.0.0.1:9000"),
+            ],
+            false,
+        );
+        assert!(
+            text.contains("  blobs:\n    # Where file contents live"),
+            "{text}"
+        );
+        assert!(text.contains("\n      bucket: \"arca-users\"\n"), "{text}");
+        let config = load_text(&text).unwrap();
+        assert_eq!(config.storage_users.personal_quota, Some(10 << 30));
+        let crate::BlobsConfig::S3(s3) = &config.storage_users.blobs else {
+            panic!("{:?}", config.storage_users);
+        };
+        assert_eq!(s3.bucket, "arca-users");
+        assert_eq!(s3.region, "us-east-1");
+        assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(config.storage_system.blobs, crate::BlobsConfig::Local);
+    }
+
     #[test]
     fn secrets_are_hex_of_the_asked_length_and_differ() {
         let a = generate_secret(32);

@@ -9,6 +9,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 pub mod dav;
+mod graph;
 mod webdav;
 
 /// The frontend service.
@@ -33,7 +34,8 @@ impl Service for Frontend {
             );
             let router = Router::new()
                 .route("/status.php", get(status))
-                .merge(webdav::routes(dav));
+                .merge(webdav::routes(dav))
+                .merge(graph::routes(ctx.channel("gateway")));
             ctx.set_ready();
             ctx.serve(router).await
         })

@@ -4,12 +4,15 @@
 //! id (`PROVIDER$SPACE!NODE`), or to storage-users for the caller's own personal space, so
 //! routing costs no lookup. The caller's identity travels with the forwarded call and the
 //! provider checks it against the space on every call; the gateway refuses anonymous calls
-//! and operations spanning two providers before anything is forwarded.
+//! and operations spanning two providers before anything is forwarded. The `Users` API is
+//! forwarded to storage-system the same way, so the frontend has one API to call.
 
 use arca_proto::ErrorKind;
 use arca_proto::ids::{parse_node_id, parse_space_id};
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::storage_server::{Storage, StorageServer};
+use arca_proto::v1::users_client::UsersClient;
+use arca_proto::v1::users_server::{Users, UsersServer};
 use arca_proto::v1::*;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
 use arca_transport::Channel;
@@ -36,7 +39,12 @@ impl Service for Gateway {
                 users: ctx.channel("storage-users"),
                 system: ctx.channel("storage-system"),
             };
-            let router = tonic::service::Routes::new(StorageServer::new(api)).into_axum_router();
+            let users = UsersApi {
+                system: ctx.channel("storage-system"),
+            };
+            let router = tonic::service::Routes::new(StorageServer::new(api))
+                .add_service(UsersServer::new(users))
+                .into_axum_router();
             // Nothing of its own to open: the gateway holds no state, only routes calls.
             ctx.set_ready();
             ctx.serve(router).await
@@ -208,5 +216,56 @@ impl Storage for GatewayApi {
     ) -> Result<Response<Transfer>, Status> {
         let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
         forward!(self, req, initiate_download, p)
+    }
+}
+
+/// The `Users` API, forwarded to storage-system (which checks admin rights itself).
+struct UsersApi {
+    system: Channel,
+}
+
+/// Forwards one `Users` call; `authenticate` is the proxy's business and is not offered here.
+macro_rules! forward_users {
+    ($self:ident, $req:ident, $method:ident) => {{
+        caller(&$req)?;
+        UsersClient::new($self.system.clone())
+            .$method(Request::new($req.into_inner()))
+            .await
+    }};
+}
+
+#[tonic::async_trait]
+impl Users for UsersApi {
+    async fn authenticate(
+        &self,
+        _req: Request<AuthenticateRequest>,
+    ) -> Result<Response<User>, Status> {
+        Err(ErrorKind::PermissionDenied.status("authentication is not offered through the gateway"))
+    }
+
+    async fn get_user(&self, req: Request<GetUserRequest>) -> Result<Response<User>, Status> {
+        forward_users!(self, req, get_user)
+    }
+
+    async fn list_users(
+        &self,
+        req: Request<ListUsersRequest>,
+    ) -> Result<Response<ListUsersResponse>, Status> {
+        forward_users!(self, req, list_users)
+    }
+
+    async fn create_user(&self, req: Request<CreateUserRequest>) -> Result<Response<User>, Status> {
+        forward_users!(self, req, create_user)
+    }
+
+    async fn update_user(&self, req: Request<UpdateUserRequest>) -> Result<Response<User>, Status> {
+        forward_users!(self, req, update_user)
+    }
+
+    async fn delete_user(
+        &self,
+        req: Request<DeleteUserRequest>,
+    ) -> Result<Response<DeleteUserResponse>, Status> {
+        forward_users!(self, req, delete_user)
     }
 }

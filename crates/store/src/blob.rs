@@ -1,17 +1,24 @@
 //! The blob layer: immutable objects named by a random blob id, written once, read by range,
-//! deleted by the collector. Everything goes through `object_store`, so S3 (its `aws` feature)
-//! or any other backend plugs in with [`BlobStore::from_object_store`] without touching callers.
+//! deleted by the collector. Everything goes through `object_store`: a local directory
+//! ([`BlobStore::local`]), an S3 bucket ([`BlobStore::s3`]) or any other backend
+//! ([`BlobStore::from_object_store`]). This module is the only place that knows which: the
+//! differences (fsync and staging files on disk, part sizes, timeouts and incomplete multipart
+//! uploads on S3) are handled here, so callers never ask.
 
+use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
+    ClientOptions, GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload,
+    WriteMultipart,
 };
 
 use crate::StoreError;
@@ -19,25 +26,104 @@ use crate::StoreError;
 /// Part size for local multipart writes: the unit of buffering per upload. Small, because each
 /// upload holds up to `MAX_PARTS_IN_FLIGHT + 1` of them in memory.
 const LOCAL_PART_SIZE: usize = 1 << 20;
-/// S3 refuses parts under 5 MiB (except the last); 8 MiB is the usual choice.
+/// S3 refuses parts under 5 MiB (except the last).
+const REMOTE_MIN_PART_SIZE: usize = 5 << 20;
+/// Part size for a remote upload of unknown length: 8 MiB parts reach S3's 10,000-part limit
+/// at 78 GiB.
 const REMOTE_PART_SIZE: usize = 8 << 20;
+/// The largest part chosen for a declared length (S3 takes up to 5 GiB): it bounds memory per
+/// upload at about 3 × 64 MiB, and with 10,000 parts still allows 625 GiB.
+const REMOTE_MAX_PART_SIZE: usize = 64 << 20;
+/// S3's limit on the number of parts of one upload.
+const REMOTE_MAX_PARTS: u64 = 10_000;
 /// Parts written concurrently per upload. Two keep the disk (or the network) busy while the next
 /// part fills, and bound memory at ~3 parts per upload.
 const MAX_PARTS_IN_FLIGHT: usize = 2;
 /// Read size for local files. object_store's own file stream reads 8 KiB per blocking task, which
 /// caps a large GET far below disk speed; 256 KiB amortises the task hand-off.
 const LOCAL_READ_CHUNK: usize = 256 << 10;
+/// How long an S3 request may wait for the server's next bytes before it counts as failed (and
+/// is retried; a download resumes where it stopped).
+const REMOTE_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a [`Store`](crate::Store) keeps its blobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobConfig {
+    /// Files under this directory, created if missing.
+    Local(PathBuf),
+    /// Objects in an S3 bucket (AWS or an S3-compatible server).
+    S3(S3Options),
+}
+
+/// An S3 bucket for blobs. `Debug` does not show the secret key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Options {
+    pub bucket: String,
+    pub region: String,
+    /// `http(s)://HOST[:PORT]` of an S3-compatible server; `None` = AWS itself.
+    pub endpoint: Option<String>,
+    /// Static credentials. When `None`, object_store's AWS chain applies: the `AWS_*`
+    /// environment variables, a web identity token, ECS task or EC2 instance credentials.
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+}
+
+impl S3Options {
+    /// A bucket on AWS with credentials from the environment.
+    pub fn new(bucket: impl Into<String>, region: impl Into<String>) -> Self {
+        S3Options {
+            bucket: bucket.into(),
+            region: region.into(),
+            endpoint: None,
+            access_key_id: None,
+            secret_access_key: None,
+        }
+    }
+}
+
+impl fmt::Debug for S3Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key id names the credentials (AWS does not treat it as secret); the key is one.
+        f.debug_struct("S3Options")
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
 
 /// Where blobs live.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct BlobStore {
     store: Arc<dyn ObjectStore>,
     /// Set for the local backend: lets the collector remove staging files a killed upload left.
     local_root: Option<PathBuf>,
-    part_size: usize,
+}
+
+impl fmt::Debug for BlobStore {
+    // The backend's one-line Display (`AmazonS3(bucket)`, `LocalFileSystem(file:///…)`), not its
+    // Debug: that dumps the whole client configuration.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlobStore")
+            .field("store", &format_args!("{}", self.store))
+            .finish()
+    }
 }
 
 impl BlobStore {
+    /// The blob store `cfg` describes.
+    pub fn open(cfg: &BlobConfig) -> Result<Self, StoreError> {
+        match cfg {
+            BlobConfig::Local(dir) => Self::local(dir),
+            BlobConfig::S3(opts) => Self::s3(opts),
+        }
+    }
+
     /// Blobs as files under `dir` (created if missing).
     ///
     /// Durability: `LocalFileSystem` does not fsync by default; `with_fsync(true)` makes it
@@ -66,8 +152,81 @@ impl BlobStore {
         Ok(BlobStore {
             store: Arc::new(fs),
             local_root: Some(dir),
-            part_size: LOCAL_PART_SIZE,
         })
+    }
+
+    /// Blobs as objects in an S3 bucket. Nothing is sent until the first use
+    /// ([`Store::open`](crate::Store::open) checks the bucket).
+    ///
+    /// - Durability: S3 acknowledges a PUT or a multipart completion only once the object is
+    ///   stored durably, so a completed write may be pointed at (no fsync to ask for).
+    /// - Addressing: path-style (`ENDPOINT/BUCKET/KEY`) for a custom endpoint, as S3-compatible
+    ///   servers expect; virtual-hosted (`BUCKET.s3.REGION.amazonaws.com`) on AWS unless the
+    ///   bucket name has a dot, which the TLS wildcard certificate would not cover.
+    /// - Timeouts: no limit on a whole request — a download lasts as long as its client takes
+    ///   to read it — but 30 s without a byte from the server fails a read, and object_store
+    ///   retries it (a download resumes at the byte where it stopped, if the object's ETag is
+    ///   unchanged).
+    /// - Incomplete uploads: a failed or cancelled upload is aborted (see [`BlobWriter`]); only a
+    ///   killed process leaves the parts of a multipart upload behind, which no object names
+    ///   and the collector cannot see. Give the bucket a lifecycle rule with
+    ///   `AbortIncompleteMultipartUpload` (e.g. after 1 day) to remove them.
+    pub fn s3(opts: &S3Options) -> Result<Self, StoreError> {
+        // Layers, later wins: our client defaults, then the AWS_* variables as
+        // `AmazonS3Builder::from_env` reads them (credentials, session token, web identity,
+        // container credentials, proxy, timeouts), then what the config gives. (from_env itself
+        // would start from object_store's client defaults, and setting ours after it would drop
+        // the client settings it read.)
+        let client = ClientOptions::new()
+            .with_timeout_disabled()
+            .with_read_timeout(REMOTE_READ_TIMEOUT);
+        let mut builder = AmazonS3Builder::new().with_client_options(client);
+        for (key, value) in std::env::vars_os() {
+            if let (Some(key), Some(value)) = (key.to_str(), value.to_str())
+                && key.starts_with("AWS_")
+                && let Ok(key) = key.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
+            {
+                builder = builder.with_config(key, value);
+            }
+        }
+        builder = builder
+            .with_bucket_name(&opts.bucket)
+            .with_region(&opts.region);
+        match &opts.endpoint {
+            Some(endpoint) => {
+                builder = builder
+                    .with_endpoint(endpoint)
+                    .with_allow_http(endpoint.starts_with("http://"))
+                    .with_virtual_hosted_style_request(false);
+            }
+            // AWS itself.
+            None if builder
+                .get_config_value(&AmazonS3ConfigKey::Endpoint)
+                .is_none() =>
+            {
+                builder = builder.with_virtual_hosted_style_request(!opts.bucket.contains('.'));
+            }
+            // An endpoint from AWS_ENDPOINT: its addressing is the environment's too
+            // (AWS_VIRTUAL_HOSTED_STYLE_REQUEST, AWS_ALLOW_HTTP).
+            None => {}
+        }
+        match (&opts.access_key_id, &opts.secret_access_key) {
+            (Some(id), Some(secret)) => {
+                builder = builder
+                    .with_access_key_id(id)
+                    .with_secret_access_key(secret);
+            }
+            (None, None) => {}
+            _ => {
+                return Err(StoreError::Config(
+                    "S3 access_key_id and secret_access_key must be given together".to_owned(),
+                ));
+            }
+        }
+        let s3 = builder
+            .build()
+            .map_err(|e| StoreError::Config(format!("S3 bucket {:?}: {e}", opts.bucket)))?;
+        Ok(Self::from_object_store(Arc::new(s3)))
     }
 
     /// Blobs in any object store (S3, memory, ...). The store must make a completed write durable
@@ -76,23 +235,56 @@ impl BlobStore {
         BlobStore {
             store,
             local_root: None,
-            part_size: REMOTE_PART_SIZE,
+        }
+    }
+
+    /// Checks that the backend answers and the bucket exists, so a wrong bucket name or
+    /// credentials fail at start, not at the first upload. Lists at most one page of keys (S3
+    /// needs `s3:ListBucket`); the local directory was checked when it was opened.
+    pub(crate) async fn check(&self) -> Result<(), StoreError> {
+        if self.local_root.is_some() {
+            return Ok(());
+        }
+        match self.store.list(None).next().await {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(StoreError::Config(format!(
+                "blob store {} does not answer a listing: {e}",
+                self.store
+            ))),
         }
     }
 
     /// `ab/abcd…`: 256 directories, so none grows past a few ten thousand entries per million
     /// blobs (ext4 and xfs index large directories), and few enough to create them all up front.
+    /// On S3 the same keys spread requests over prefixes.
     fn key(id: &str) -> Path {
         let fan = id.get(0..2).unwrap_or("00");
         Path::from(format!("{fan}/{id}"))
     }
 
-    /// Starts writing a new blob.
-    pub(crate) fn writer(&self, id: &str) -> BlobWriter {
+    /// The part size for an upload: small parts on disk; on S3 at least 5 MiB, and large enough
+    /// for a declared length to fit in 10,000 parts.
+    fn part_size(&self, size_hint: Option<u64>) -> usize {
+        if self.local_root.is_some() {
+            return LOCAL_PART_SIZE;
+        }
+        match size_hint {
+            None => REMOTE_PART_SIZE,
+            Some(len) => {
+                let mib = len.div_ceil(REMOTE_MAX_PARTS).div_ceil(1 << 20);
+                usize::try_from(mib << 20)
+                    .unwrap_or(usize::MAX)
+                    .clamp(REMOTE_MIN_PART_SIZE, REMOTE_MAX_PART_SIZE)
+            }
+        }
+    }
+
+    /// Starts writing a new blob; `size_hint` is the declared length, if any.
+    pub(crate) fn writer(&self, id: &str, size_hint: Option<u64>) -> BlobWriter {
         BlobWriter {
             store: Arc::clone(&self.store),
             key: Self::key(id),
-            part_size: self.part_size,
+            part_size: self.part_size(size_hint),
             state: WriterState::Buffering {
                 parts: Vec::new(),
                 len: 0,
@@ -120,20 +312,32 @@ impl BlobStore {
 
     /// Deletes a blob; a missing blob is fine (the collector may retry after a crash).
     pub(crate) async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let key = Self::key(id);
-        match self.store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
+        self.delete_many(&[id.to_owned()]).await
+    }
+
+    /// Deletes blobs; missing ones are fine. On S3 this is one `DeleteObjects` request per
+    /// 1,000 keys rather than a round trip per blob.
+    pub(crate) async fn delete_many(&self, ids: &[String]) -> Result<(), StoreError> {
+        let keys: Vec<object_store::Result<Path>> =
+            ids.iter().map(|id| Ok(Self::key(id))).collect();
+        let mut results = self.store.delete_stream(stream::iter(keys).boxed());
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         // A process killed mid-upload leaves LocalFileSystem's staging file `<key>#1` behind (its
         // Drop cleanup never ran). Blob ids are never reused, so the suffix is always 1.
         if let Some(root) = &self.local_root {
-            let mut staging = root.join(key.as_ref()).into_os_string();
-            staging.push("#1");
-            match tokio::fs::remove_file(&staging).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
+            for id in ids {
+                let mut staging = root.join(Self::key(id).as_ref()).into_os_string();
+                staging.push("#1");
+                match tokio::fs::remove_file(&staging).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         Ok(())
@@ -198,10 +402,13 @@ enum WriterState {
         len: usize,
     },
     Multipart(WriteMultipart),
+    /// Finished or aborted.
+    Done,
 }
 
-/// One blob being written. Dropping it without [`BlobWriter::finish`] abandons the write;
-/// `LocalFileSystem` removes its staging file on drop.
+/// One blob being written. Dropping it without [`BlobWriter::finish`] abandons the write: a
+/// multipart upload in progress is aborted in the background (on S3 its parts would otherwise
+/// stay, unseen and billed; on disk the staging file is removed).
 pub(crate) struct BlobWriter {
     store: Arc<dyn ObjectStore>,
     key: Path,
@@ -217,9 +424,10 @@ impl BlobWriter {
                 *len += chunk.len();
                 parts.push(chunk);
                 if *len >= self.part_size {
+                    let parts = std::mem::take(parts);
                     let upload = self.store.put_multipart(&self.key).await?;
                     let mut multipart = WriteMultipart::new_with_chunk_size(upload, self.part_size);
-                    for part in parts.drain(..) {
+                    for part in parts {
                         multipart.put(part);
                     }
                     self.state = WriterState::Multipart(multipart);
@@ -229,6 +437,12 @@ impl BlobWriter {
             WriterState::Multipart(multipart) => {
                 multipart.put(chunk);
                 self.wait().await?;
+            }
+            WriterState::Done => {
+                return Err(StoreError::Corrupt(format!(
+                    "blob {} written after it was finished",
+                    self.key
+                )));
             }
         }
         Ok(())
@@ -241,9 +455,10 @@ impl BlobWriter {
         Ok(())
     }
 
-    /// Completes the blob; when this returns Ok the content is durable.
-    pub(crate) async fn finish(self) -> Result<(), StoreError> {
-        match self.state {
+    /// Completes the blob; when this returns Ok the content is durable. A multipart upload that
+    /// fails to complete is aborted by object_store.
+    pub(crate) async fn finish(mut self) -> Result<(), StoreError> {
+        match std::mem::replace(&mut self.state, WriterState::Done) {
             WriterState::Buffering { parts, .. } => {
                 let payload: PutPayload = parts.into_iter().collect();
                 self.store.put(&self.key, payload).await?;
@@ -251,17 +466,93 @@ impl BlobWriter {
             WriterState::Multipart(multipart) => {
                 multipart.finish().await?;
             }
+            WriterState::Done => {}
         }
         Ok(())
     }
 
     /// Abandons the blob, removing what was written so far (best effort; the collector catches
     /// what this misses).
-    pub(crate) async fn abort(self) {
-        if let WriterState::Multipart(multipart) = self.state
+    pub(crate) async fn abort(mut self) {
+        if let WriterState::Multipart(multipart) =
+            std::mem::replace(&mut self.state, WriterState::Done)
             && let Err(e) = multipart.abort().await
         {
             tracing::debug!(key = %self.key, error = %e, "aborting a blob upload failed");
         }
+    }
+}
+
+impl Drop for BlobWriter {
+    /// A put whose future is dropped (the client went away mid-body, the request was cancelled)
+    /// never reaches `abort`: abort here, on the runtime, since Drop cannot wait.
+    fn drop(&mut self) {
+        let WriterState::Multipart(multipart) =
+            std::mem::replace(&mut self.state, WriterState::Done)
+        else {
+            return;
+        };
+        let key = self.key.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if let Err(e) = multipart.abort().await {
+                        tracing::debug!(%key, error = %e, "aborting a dropped blob upload failed");
+                    }
+                });
+            }
+            // No runtime (process teardown): dropping it still removes a local staging file; an
+            // S3 upload is left to the bucket's lifecycle rule.
+            Err(_) => drop(multipart),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    #[test]
+    fn part_sizes() {
+        const MIB: usize = 1 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let local = BlobStore::local(dir.path()).unwrap();
+        assert_eq!(local.part_size(None), MIB);
+        assert_eq!(local.part_size(Some(1 << 40)), MIB);
+
+        let remote = BlobStore::from_object_store(Arc::new(InMemory::new()));
+        assert_eq!(remote.part_size(None), 8 * MIB);
+        assert_eq!(remote.part_size(Some(0)), 5 * MIB);
+        assert_eq!(remote.part_size(Some((5 << 20) + 3)), 5 * MIB);
+        // 100 GiB needs 10.24 MiB parts to fit in 10,000; rounded up to whole MiB.
+        assert_eq!(remote.part_size(Some(100 << 30)), 11 * MIB);
+        assert_eq!(remote.part_size(Some(u64::MAX)), 64 * MIB);
+    }
+
+    /// Building the S3 client builds its TLS configuration: with one rustls crypto provider
+    /// compiled in (aws-lc-rs, through object_store's `aws` feature) that cannot be ambiguous.
+    #[test]
+    fn s3_options_are_checked_and_the_secret_is_not_shown() {
+        let aws = S3Options::new("arca.blobs", "eu-central-1");
+        BlobStore::s3(&aws).unwrap();
+        let opts = S3Options {
+            access_key_id: Some("AKIAEXAMPLE".into()),
+            secret_access_key: Some("wJalrXUtnFEMI".into()),
+            endpoint: Some("https://s3.example.com".into()),
+            ..aws.clone()
+        };
+        let store = BlobStore::s3(&opts).unwrap();
+        let shown = format!("{opts:?} {store:?}");
+        assert!(!shown.contains("wJalrXUtnFEMI"), "{shown}");
+        assert!(shown.contains("AmazonS3(arca.blobs)"), "{shown}");
+
+        let half = S3Options {
+            access_key_id: Some("AKIAEXAMPLE".into()),
+            ..aws
+        };
+        let err = BlobStore::s3(&half).unwrap_err();
+        assert!(matches!(err, StoreError::Config(_)), "{err:?}");
     }
 }

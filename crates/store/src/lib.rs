@@ -2,21 +2,24 @@
 //!
 //! It owns a tree of **spaces** and **nodes** kept in a relational metadata store (SQLite in WAL
 //! mode, or PostgreSQL — one code path over `sqlx::AnyPool`, migrations run at [`Store::open`])
-//! and the file contents kept as immutable **blobs** in an `object_store` (a local directory by
-//! default; other backends plug in through [`BlobStore::from_object_store`]).
+//! and the file contents kept as immutable **blobs** in an `object_store`: a local directory by
+//! default, an S3 bucket by [`BlobConfig::S3`], other backends through
+//! [`BlobStore::from_object_store`]. Only the `blob` module knows which.
 //!
-//! Main types: [`Store`] (every operation), [`StoreConfig`], [`Space`], [`Node`],
-//! [`PutOptions`], [`Download`], [`StoreError`].
+//! Main types: [`Store`] (every operation), [`StoreConfig`], [`BlobConfig`], [`Space`],
+//! [`Node`], [`PutOptions`], [`Download`], [`StoreError`].
 //!
 //! The guarantees sync clients depend on, and where they are made:
 //! - **Stable ids**: a node's id is random and never changes on rename or move.
 //! - **Etag propagation**: every content or child change gives the node and every ancestor up to
 //!   the space root a new etag, in the same transaction as the change, so a client sees change
 //!   from the root's etag alone. Directory sizes are subtree sizes, maintained the same way.
-//! - **Atomic writes**: [`Store::put_file`] streams the body to a *new* blob, syncs it, and only
-//!   then points the node at it in one transaction that also checks preconditions and quota. A
-//!   failed, aborted or killed upload leaves the previous version intact; what it wrote is an
-//!   orphan that [`Store::collect_orphans`] removes.
+//! - **Atomic writes**: [`Store::put_file`] streams the body to a *new* blob, makes it durable
+//!   (synced on disk; on S3 a completed PUT is), and only then points the node at it in one
+//!   transaction that also checks preconditions and quota. A failed, aborted or killed upload
+//!   leaves the previous version intact; what it wrote is an orphan that
+//!   [`Store::collect_orphans`] removes (on S3, the parts of a killed multipart upload are the
+//!   bucket lifecycle rule's to remove: see [`BlobStore::s3`]).
 //!
 //! Nothing here knows about RPC or HTTP: errors are typed ([`StoreError`]) and mapped to status
 //! codes by the callers.
@@ -32,7 +35,7 @@ mod names;
 mod store;
 mod users;
 
-pub use blob::BlobStore;
+pub use blob::{BlobConfig, BlobStore, S3Options};
 pub use checksum::{ChecksumAlgo, Checksums};
 pub use error::StoreError;
 pub use locks::Lock;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use sqlx::AnyConnection;
 use sqlx::Row;
 
-use crate::blob::BlobStore;
+use crate::blob::{BlobConfig, BlobStore};
 use crate::db::{Db, db_size, node_cols, node_from_row, space_cols, space_from_row};
 use crate::ids::{new_id, now_ns};
 use crate::model::{Node, NodeKind, Space, SpaceKind};
@@ -37,8 +37,8 @@ pub use put::Download;
 pub struct StoreConfig {
     /// `sqlite://PATH?mode=rwc` or `postgres://USER@HOST:PORT/DB`.
     pub db_url: String,
-    /// Where the local blob store keeps its files.
-    pub blob_dir: PathBuf,
+    /// Where blobs live: a local directory or an S3 bucket.
+    pub blobs: BlobConfig,
     /// Pool size; default 8 for SQLite (one writer plus readers), 16 for PostgreSQL.
     pub max_db_connections: Option<u32>,
     /// Quota given to personal spaces when they are created; `None` = unlimited.
@@ -46,10 +46,15 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// Blobs in the local directory `blob_dir`; nothing else set.
     pub fn new(db_url: impl Into<String>, blob_dir: impl Into<PathBuf>) -> Self {
+        Self::with_blobs(db_url, BlobConfig::Local(blob_dir.into()))
+    }
+
+    pub fn with_blobs(db_url: impl Into<String>, blobs: BlobConfig) -> Self {
         StoreConfig {
             db_url: db_url.into(),
-            blob_dir: blob_dir.into(),
+            blobs,
             max_db_connections: None,
             default_personal_quota: None,
         }
@@ -78,14 +83,16 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens the metadata store (running migrations) and the local blob directory.
+    /// Opens the blob store (checking that it answers) and the metadata store (running
+    /// migrations).
     pub async fn open(cfg: StoreConfig) -> Result<Self> {
-        let blobs = BlobStore::local(&cfg.blob_dir)?;
+        let blobs = BlobStore::open(&cfg.blobs)?;
         Self::open_with_blobs(cfg, blobs).await
     }
 
-    /// Like [`Store::open`] with another blob backend; `cfg.blob_dir` is ignored.
+    /// Like [`Store::open`] with a blob store built by the caller; `cfg.blobs` is ignored.
     pub async fn open_with_blobs(cfg: StoreConfig, blobs: BlobStore) -> Result<Self> {
+        blobs.check().await?;
         let db = Db::open(&cfg.db_url, cfg.max_db_connections).await?;
         Ok(Store {
             inner: Arc::new(Inner {

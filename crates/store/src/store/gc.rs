@@ -105,9 +105,7 @@ impl Store {
     }
 
     async fn delete_objects(&self, ids: &[String]) -> Result<u64> {
-        for id in ids {
-            self.blobs().delete(id).await?;
-        }
+        self.blobs().delete_many(ids).await?;
         Ok(ids.len() as u64)
     }
 }
@@ -142,7 +140,7 @@ mod tests {
 
         let before_commit = new_id();
         store.record_upload(&before_commit).await.unwrap();
-        let mut w = store.blobs().writer(&before_commit);
+        let mut w = store.blobs().writer(&before_commit, None);
         w.write(Bytes::from_static(b"complete but never committed"))
             .await
             .unwrap();

@@ -154,7 +154,7 @@ impl Store {
         E: Into<BoxError>,
     {
         let mut body = std::pin::pin!(body);
-        let mut writer = self.blobs().writer(blob_id);
+        let mut writer = self.blobs().writer(blob_id, opts.content_length);
         let mut hasher = Hasher::new();
         let mut size: u64 = 0;
         let outcome: Result<()> = async {

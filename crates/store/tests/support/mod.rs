@@ -1,62 +1,93 @@
-//! Shared test plumbing: a store on a real database file (or PostgreSQL database) and a real
-//! blob directory, body streams, and blob-directory inspection.
+//! Shared test plumbing: a store on a real database file (or PostgreSQL database) and real
+//! blobs (a directory, or a bucket of an S3 server — see `s3.rs`), body streams, and a listing
+//! of what the blob store holds.
 
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod s3;
 
 use std::path::{Path, PathBuf};
 
-use arca_store::{Node, PutOptions, Store, StoreConfig, StoreError};
+use arca_store::{BlobConfig, Node, PutOptions, Store, StoreConfig, StoreError};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
 pub struct Ctx {
     pub store: Store,
-    pub blob_dir: PathBuf,
     pub db_url: String,
+    pub blobs: BlobConfig,
+    /// The bucket when blobs are on S3, to list what the store left there.
+    bucket: Option<s3::Bucket>,
     _tmp: tempfile::TempDir,
 }
 
 impl Ctx {
-    /// A store on a fresh SQLite file.
+    /// A store on a fresh SQLite file, blobs in a directory beside it.
     pub async fn sqlite() -> Ctx {
         let tmp = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("meta.db").display());
-        Self::open_in(tmp, url).await
+        let url = sqlite_url(&tmp);
+        let blobs = BlobConfig::Local(tmp.path().join("blobs"));
+        Self::open_in(tmp, url, blobs, None).await
     }
 
     /// A store on the given database URL (a fresh PostgreSQL database).
     pub async fn with_url(url: &str) -> Ctx {
         let tmp = tempfile::tempdir().expect("temp dir");
-        Self::open_in(tmp, url.to_owned()).await
+        let blobs = BlobConfig::Local(tmp.path().join("blobs"));
+        Self::open_in(tmp, url.to_owned(), blobs, None).await
     }
 
-    async fn open_in(tmp: tempfile::TempDir, db_url: String) -> Ctx {
-        let blob_dir = tmp.path().join("blobs");
-        let store = Store::open(StoreConfig::new(db_url.clone(), &blob_dir))
+    /// A store on a fresh SQLite file, blobs in `bucket`.
+    pub async fn sqlite_s3(bucket: s3::Bucket) -> Ctx {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let url = sqlite_url(&tmp);
+        let blobs = BlobConfig::S3(bucket.options.clone());
+        Self::open_in(tmp, url, blobs, Some(bucket)).await
+    }
+
+    async fn open_in(
+        tmp: tempfile::TempDir,
+        db_url: String,
+        blobs: BlobConfig,
+        bucket: Option<s3::Bucket>,
+    ) -> Ctx {
+        let store = Store::open(StoreConfig::with_blobs(db_url.clone(), blobs.clone()))
             .await
             .unwrap_or_else(|e| panic!("open store on {db_url}: {e}"));
         Ctx {
             store,
-            blob_dir,
             db_url,
+            blobs,
+            bucket,
             _tmp: tmp,
         }
     }
 
-    /// Reopens the same database and blob directory (a restart).
+    /// Reopens the same database and blob store (a restart).
     pub async fn reopen(&self) -> Store {
-        Store::open(StoreConfig::new(self.db_url.clone(), &self.blob_dir))
-            .await
-            .expect("reopen store")
+        Store::open(StoreConfig::with_blobs(
+            self.db_url.clone(),
+            self.blobs.clone(),
+        ))
+        .await
+        .expect("reopen store")
     }
 
-    /// Files in the blob directory (blobs and any staging leftovers).
-    pub fn blob_files(&self) -> Vec<PathBuf> {
+    /// What the blob store holds: the files in the blob directory (blobs and any staging
+    /// leftovers) or the objects in the bucket.
+    pub async fn blob_files(&self) -> Vec<String> {
+        if let Some(bucket) = &self.bucket {
+            return bucket.keys().await;
+        }
+        let BlobConfig::Local(dir) = &self.blobs else {
+            panic!("blobs on S3 without a bucket to list");
+        };
         let mut out = Vec::new();
-        walk(&self.blob_dir, &mut out);
-        out
+        walk(dir, &mut out);
+        out.into_iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
     }
 
     pub async fn put(&self, parent: &str, name: &str, data: &[u8]) -> Result<Node, StoreError> {
@@ -73,6 +104,10 @@ impl Ctx {
     pub async fn read(&self, id: &str) -> Vec<u8> {
         read_all(&self.store, id, None).await
     }
+}
+
+fn sqlite_url(tmp: &tempfile::TempDir) -> String {
+    format!("sqlite://{}?mode=rwc", tmp.path().join("meta.db").display())
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -1,0 +1,238 @@
+//! The libregraph user API (`/graph/v1.0/me`, `/graph/v1.0/users`), as oCIS serves it:
+//! field names `id`, `displayName`, `mail`, `onPremisesSamAccountName`, `passwordProfile`.
+
+// As in the WebDAV handlers: the `Err` side is the finished HTTP answer, built once per
+// failed request and handed straight to axum.
+#![allow(clippy::result_large_err)]
+
+use arca_proto::ErrorKind;
+use arca_proto::v1::users_client::UsersClient;
+use arca_proto::v1::*;
+use arca_runtime::Caller;
+use arca_transport::Channel;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub(crate) fn routes(gateway: Channel) -> axum::Router {
+    axum::Router::new()
+        .route("/graph/v1.0/me", get(me))
+        .route("/graph/v1.0/users", get(list).post(create))
+        .route(
+            "/graph/v1.0/users/{id}",
+            get(read).patch(update).delete(remove),
+        )
+        .with_state(gateway)
+}
+
+/// libregraph's error shape: `{"error":{"code":…,"message":…}}`.
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+fn grpc_error(s: tonic::Status) -> Response {
+    let kind = ErrorKind::of(&s);
+    let code = match kind {
+        ErrorKind::NotFound => "itemNotFound",
+        ErrorKind::AlreadyExists => "nameAlreadyExists",
+        ErrorKind::PermissionDenied => "accessDenied",
+        ErrorKind::Unauthenticated => "unauthenticated",
+        ErrorKind::InvalidArgument => "invalidRequest",
+        _ => "generalException",
+    };
+    let status = match kind {
+        // Graph answers 409 for a taken name, not WebDAV's 405.
+        ErrorKind::AlreadyExists => StatusCode::CONFLICT,
+        other => other.http_status(),
+    };
+    error(status, code, s.message())
+}
+
+fn user_json(u: &User) -> Value {
+    json!({
+        "id": u.id,
+        "displayName": u.display_name,
+        "mail": u.mail,
+        "onPremisesSamAccountName": u.username,
+        "userType": "Member",
+    })
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalidRequest",
+            &format!("request body: {e}"),
+        )
+    })
+}
+
+async fn me(State(gw): State<Channel>, Caller(who): Caller) -> Response {
+    match UsersClient::new(gw)
+        .get_user(GetUserRequest {
+            id: who.id.clone(),
+            username: String::new(),
+        })
+        .await
+    {
+        Ok(u) => Json(user_json(&u.into_inner())).into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
+
+async fn list(State(gw): State<Channel>, Caller(who): Caller) -> Response {
+    if !who.admin {
+        return error(
+            StatusCode::FORBIDDEN,
+            "accessDenied",
+            "only admins list users",
+        );
+    }
+    match UsersClient::new(gw).list_users(ListUsersRequest {}).await {
+        Ok(r) => {
+            Json(json!({"value": r.into_inner().users.iter().map(user_json).collect::<Vec<_>>()}))
+                .into_response()
+        }
+        Err(s) => grpc_error(s),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PasswordProfile {
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewUser {
+    on_premises_sam_account_name: String,
+    #[serde(default)]
+    display_name: String,
+    #[serde(default)]
+    mail: String,
+    password_profile: PasswordProfile,
+}
+
+async fn create(State(gw): State<Channel>, Caller(_): Caller, body: Bytes) -> Response {
+    let new: NewUser = match parse(&body) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    match UsersClient::new(gw)
+        .create_user(CreateUserRequest {
+            username: new.on_premises_sam_account_name,
+            display_name: new.display_name,
+            mail: new.mail,
+            password: new.password_profile.password,
+            admin: false,
+        })
+        .await
+    {
+        Ok(u) => (StatusCode::CREATED, Json(user_json(&u.into_inner()))).into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
+
+/// A user by id or by login name; others than admins see only themselves.
+async fn find(gw: &Channel, who: &arca_runtime::Identity, key: &str) -> Result<User, Response> {
+    let by_id = UsersClient::new(gw.clone())
+        .get_user(GetUserRequest {
+            id: key.to_owned(),
+            username: String::new(),
+        })
+        .await;
+    let user = match by_id {
+        Ok(u) => u.into_inner(),
+        Err(s) if ErrorKind::of(&s) == ErrorKind::NotFound => UsersClient::new(gw.clone())
+            .get_user(GetUserRequest {
+                id: String::new(),
+                username: key.to_owned(),
+            })
+            .await
+            .map_err(grpc_error)?
+            .into_inner(),
+        Err(s) => return Err(grpc_error(s)),
+    };
+    if !who.admin && user.id != who.id {
+        return Err(error(StatusCode::NOT_FOUND, "itemNotFound", "no such user"));
+    }
+    Ok(user)
+}
+
+async fn read(State(gw): State<Channel>, Caller(who): Caller, Path(key): Path<String>) -> Response {
+    match find(&gw, &who, &key).await {
+        Ok(u) => Json(user_json(&u)).into_response(),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UserPatch {
+    #[serde(default)]
+    display_name: Option<String>,
+    #[serde(default)]
+    mail: Option<String>,
+    #[serde(default)]
+    password_profile: Option<PasswordProfile>,
+}
+
+async fn update(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Response {
+    let patch: UserPatch = match parse(&body) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let user = match find(&gw, &who, &key).await {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    match UsersClient::new(gw)
+        .update_user(UpdateUserRequest {
+            id: user.id,
+            display_name: patch.display_name.unwrap_or_default(),
+            mail: patch.mail.unwrap_or_default(),
+            password: patch
+                .password_profile
+                .map(|p| p.password)
+                .unwrap_or_default(),
+        })
+        .await
+    {
+        Ok(u) => Json(user_json(&u.into_inner())).into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
+
+async fn remove(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path(key): Path<String>,
+) -> Response {
+    let user = match find(&gw, &who, &key).await {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    match UsersClient::new(gw)
+        .delete_user(DeleteUserRequest { id: user.id })
+        .await
+    {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
