@@ -59,6 +59,21 @@ impl Dav {
         StorageClient::new(self.gateway.clone())
     }
 
+    /// One request on a provider's data path; an unreachable provider is 502.
+    async fn transfer(
+        &self,
+        provider: &str,
+        req: http::Request<Body>,
+    ) -> Result<http::Response<Body>, Response> {
+        self.data(provider).oneshot(req).await.map_err(|e| {
+            dav_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("storage data path: {e}"),
+                None,
+            )
+        })
+    }
+
     fn data(&self, provider: &str) -> Channel {
         if provider == "storage-system" {
             self.system_data.clone()
@@ -781,17 +796,7 @@ async fn get(
             data_req = data_req.header(header::RANGE, range.clone());
         }
         let data_req = data_req.body(Body::empty()).map_err(|e| internal(&e))?;
-        let resp = dav
-            .data(&transfer.provider)
-            .oneshot(data_req)
-            .await
-            .map_err(|e| {
-                dav_error(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("storage data path: {e}"),
-                    None,
-                )
-            })?;
+        let resp = dav.transfer(&transfer.provider, data_req).await?;
         let (parts, body) = resp.into_parts();
         let mut out = Response::new(Body::new(body));
         *out.status_mut() = parts.status;
@@ -916,17 +921,7 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
         data_req = data_req.header(header::CONTENT_LENGTH, length);
     }
     let data_req = data_req.body(req.into_body()).map_err(|e| internal(&e))?;
-    let resp = dav
-        .data(&transfer.provider)
-        .oneshot(data_req)
-        .await
-        .map_err(|e| {
-            dav_error(
-                StatusCode::BAD_GATEWAY,
-                &format!("storage data path: {e}"),
-                None,
-            )
-        })?;
+    let resp = dav.transfer(&transfer.provider, data_req).await?;
     if !resp.status().is_success() {
         let status = resp.status();
         let body = resp
