@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arca_proto::v1::users_server::UsersServer;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
-use arca_store::{BlobConfig, S3Options, Store, StoreConfig, StoreError};
+use arca_store::{Store, StoreConfig, StoreError};
 
 /// The storage-system service.
 pub struct StorageSystem;
@@ -29,7 +29,11 @@ impl Service for StorageSystem {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let dir = ctx.data_dir("storage-system").await?;
-            let store = Store::open(store_config(&ctx.config().storage_system, &dir)).await?;
+            let store = Store::open(StoreConfig::from_section(
+                &ctx.config().storage_system,
+                &dir,
+            ))
+            .await?;
             ensure_admin(&store, ctx.config().identity.admin_password.clone()).await?;
             let api = users::UsersApi {
                 store: store.clone(),
@@ -42,28 +46,6 @@ impl Service for StorageSystem {
             result
         })
     }
-}
-
-/// How to open the store for a storage section of the config: its database (SQLite in `dir` by
-/// default) and its blobs (`dir/blobs` by default). storage-users has the same function: the
-/// two services share no crate but the store and the config, and this is where one meets the
-/// other.
-fn store_config(section: &arca_config::StorageSection, dir: &std::path::Path) -> StoreConfig {
-    let db_url = match &section.database {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}?mode=rwc", dir.join("meta.db").display()),
-    };
-    let blobs = match &section.blobs {
-        arca_config::BlobsConfig::Local => BlobConfig::Local(dir.join("blobs")),
-        arca_config::BlobsConfig::S3(s3) => BlobConfig::S3(S3Options {
-            bucket: s3.bucket.clone(),
-            region: s3.region.clone(),
-            endpoint: s3.endpoint.clone(),
-            access_key_id: s3.access_key_id.clone(),
-            secret_access_key: s3.secret_access_key.clone(),
-        }),
-    };
-    StoreConfig::with_blobs(db_url, blobs)
 }
 
 /// Creates `admin` once. Never a fixed default password: the configured one, or a random one

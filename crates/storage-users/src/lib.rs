@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use arca_proto::v1::storage_server::StorageServer;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
-use arca_store::{BlobConfig, S3Options, Store, StoreConfig};
+use arca_store::{Store, StoreConfig};
 use axum::routing::put;
 
 /// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it
@@ -40,7 +40,7 @@ impl Service for StorageUsers {
             // process (with the path and the OS error) rather than linger unready.
             let dir = ctx.data_dir("storage-users").await?;
             let section = &ctx.config().storage_users;
-            let mut cfg = store_config(section, &dir);
+            let mut cfg = StoreConfig::from_section(section, &dir);
             cfg.default_personal_quota = section.personal_quota;
             let store = Store::open(cfg).await?;
             let provider = provider::Provider {
@@ -77,26 +77,4 @@ impl Service for StorageUsers {
             result
         })
     }
-}
-
-/// How to open the store for a storage section of the config: its database (SQLite in `dir` by
-/// default) and its blobs (`dir/blobs` by default). storage-system has the same function: the
-/// two services share no crate but the store and the config, and this is where one meets the
-/// other.
-fn store_config(section: &arca_config::StorageSection, dir: &std::path::Path) -> StoreConfig {
-    let db_url = match &section.database {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}?mode=rwc", dir.join("meta.db").display()),
-    };
-    let blobs = match &section.blobs {
-        arca_config::BlobsConfig::Local => BlobConfig::Local(dir.join("blobs")),
-        arca_config::BlobsConfig::S3(s3) => BlobConfig::S3(S3Options {
-            bucket: s3.bucket.clone(),
-            region: s3.region.clone(),
-            endpoint: s3.endpoint.clone(),
-            access_key_id: s3.access_key_id.clone(),
-            secret_access_key: s3.secret_access_key.clone(),
-        }),
-    };
-    StoreConfig::with_blobs(db_url, blobs)
 }

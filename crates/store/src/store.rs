@@ -51,6 +51,27 @@ impl StoreConfig {
         Self::with_blobs(db_url, BlobConfig::Local(blob_dir.into()))
     }
 
+    /// The store of a storage service's config section: its database (SQLite in `dir` when
+    /// none is set) and its blobs (`dir/blobs` unless S3 is configured). Both storage
+    /// services open their store through this one place.
+    pub fn from_section(section: &arca_config::StorageSection, dir: &std::path::Path) -> Self {
+        let db_url = match &section.database {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", dir.join("meta.db").display()),
+        };
+        let blobs = match &section.blobs {
+            arca_config::BlobsConfig::Local => BlobConfig::Local(dir.join("blobs")),
+            arca_config::BlobsConfig::S3(s3) => BlobConfig::S3(crate::S3Options {
+                bucket: s3.bucket.clone(),
+                region: s3.region.clone(),
+                endpoint: s3.endpoint.clone(),
+                access_key_id: s3.access_key_id.clone(),
+                secret_access_key: s3.secret_access_key.clone(),
+            }),
+        };
+        Self::with_blobs(db_url, blobs)
+    }
+
     pub fn with_blobs(db_url: impl Into<String>, blobs: BlobConfig) -> Self {
         StoreConfig {
             db_url: db_url.into(),
