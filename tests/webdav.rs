@@ -510,3 +510,36 @@ async fn a_write_over_quota_is_507_and_writes_nothing() -> anyhow::Result<()> {
     assert_eq!(left, 1000);
     Ok(())
 }
+
+#[tokio::test]
+async fn failed_logins_are_throttled_and_secrets_never_logged() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let mut server = Launch::arca(&dir)
+        .env("ARCA_ADMIN_PASSWORD", PASSWORD)
+        .env("ARCA_LOG_LEVEL", "debug")
+        .set("proxy.auth.max_failures", "3")
+        .set("proxy.auth.window", "60s")
+        .spawn()?;
+    server.wait_ready(READY).await?;
+    let a = &server.public;
+    let wrong = [("authorization", "Basic YWRtaW46d3Jvbmc=")]; // admin:wrong
+    for _ in 0..3 {
+        assert_eq!(
+            send(a, "PROPFIND", "/remote.php/webdav/", &wrong, "")
+                .await?
+                .status,
+            401
+        );
+    }
+    // Blocked now, even with the right password: the limit is on attempts, not on luck.
+    let blocked = dav(a, "PROPFIND", "/remote.php/webdav/", &[("depth", "0")], "").await?;
+    assert_eq!(blocked.status, 429, "{}", blocked.text());
+    let retry: u64 = blocked.header("retry-after").unwrap_or_default().parse()?;
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+
+    let logs = server.proc.stderr().join("\n");
+    for secret in [PASSWORD, "wrong", "YWRtaW46", "Basic "] {
+        assert!(!logs.contains(secret), "the log contains {secret:?}");
+    }
+    Ok(())
+}

@@ -146,6 +146,18 @@ pub(crate) const KEYS: &[Key] = &[
         "HOST:PORT where clients reach arca over HTTP.",
     ),
     key(
+        "proxy.auth.max_failures",
+        Text("10"),
+        None,
+        "Failed logins per user and per client address within proxy.auth.window before 429.",
+    ),
+    key(
+        "proxy.auth.window",
+        Text("60s"),
+        None,
+        "The sliding window failed logins are counted in.",
+    ),
+    key(
         "frontend.endpoint",
         Text("mem://frontend"),
         None,

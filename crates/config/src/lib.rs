@@ -156,6 +156,15 @@ impl fmt::Debug for IdentityConfig {
 pub struct ProxyConfig {
     pub endpoint: Endpoint,
     pub http: ProxyHttp,
+    pub auth: ProxyAuth,
+}
+
+/// Login throttling: after `max_failures` failed logins within `window` for one user name or
+/// one client address, further attempts are refused with 429 until the window moves on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyAuth {
+    pub max_failures: u32,
+    pub window: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use config::{FileFormat, Format, Map, Source, Value, ValueKind};
 use crate::keys::{default_of, key_of_env};
 use crate::{
     BlobsConfig, Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin,
-    OtlpConfig, Problem, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, S3Config,
+    OtlpConfig, Problem, ProxyAuth, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, S3Config,
     SERVICE_NAMES, ServiceSection, ShutdownConfig, StorageSection, TracingConfig,
 };
 
@@ -272,6 +272,12 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
             http: t.section("http", |t| {
                 Ok(ProxyHttp {
                     addr: t.field("addr").host_port()?,
+                })
+            })?,
+            auth: t.section("auth", |t| {
+                Ok(ProxyAuth {
+                    max_failures: t.field("max_failures").positive_integer()?,
+                    window: t.field("window").duration()?,
                 })
             })?,
         })
@@ -598,6 +604,18 @@ impl<'a> Field<'a> {
         match humantime::parse_duration(&raw) {
             Ok(duration) if is_string => Ok(duration),
             _ => Err(self.error(Problem::NotDuration(shown))),
+        }
+    }
+
+    /// A count: a YAML integer or a string of digits (env and flags give strings), above 0.
+    fn positive_integer(&self) -> Result<u32, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        match raw.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(self.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "a whole number above 0",
+            })),
         }
     }
 

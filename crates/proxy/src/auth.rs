@@ -29,6 +29,8 @@ pub(crate) enum AuthError {
     /// No or unusable credentials: answer 401 with challenges.
     Missing,
     Invalid,
+    /// Too many failed logins for this user or address: answer 429 with `Retry-After`.
+    Throttled(Duration),
     /// The users service could not be asked: answer 503, not 401 (the password may be fine).
     Unavailable(String),
 }
@@ -39,6 +41,7 @@ pub(crate) struct Authenticator {
     signer: TokenSigner,
     cache_key: Arc<[u8]>,
     cache: Arc<Mutex<HashMap<[u8; 32], Cached>>>,
+    throttle: crate::throttle::Throttle,
 }
 
 #[derive(Clone)]
@@ -48,12 +51,17 @@ struct Cached {
 }
 
 impl Authenticator {
-    pub(crate) fn new(users: Channel, signer: TokenSigner) -> Self {
+    pub(crate) fn new(
+        users: Channel,
+        signer: TokenSigner,
+        throttle: crate::throttle::Throttle,
+    ) -> Self {
         Self {
             users,
             signer,
             cache_key: arca_config::generate_secret(32).into_bytes().into(),
             cache: Arc::default(),
+            throttle,
         }
     }
 
@@ -61,11 +69,19 @@ impl Authenticator {
     pub(crate) async fn authenticate(
         &self,
         authorization: Option<&HeaderValue>,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<HeaderValue, AuthError> {
         let (username, password) = basic_credentials(authorization).ok_or(AuthError::Missing)?;
         let key = self.key(&username, &password);
         if let Some(token) = self.cached(&key) {
             return Ok(token);
+        }
+        let mut keys = vec![format!("user:{username}")];
+        if let Some(ip) = peer {
+            keys.push(format!("addr:{ip}"));
+        }
+        if let Some(wait) = self.throttle.blocked(&keys) {
+            return Err(AuthError::Throttled(wait));
         }
         let mut client = UsersClient::new(self.users.clone());
         let user = match client
@@ -77,7 +93,10 @@ impl Authenticator {
                 return Err(match ErrorKind::of(&status) {
                     ErrorKind::Unauthenticated
                     | ErrorKind::NotFound
-                    | ErrorKind::InvalidArgument => AuthError::Invalid,
+                    | ErrorKind::InvalidArgument => {
+                        self.throttle.failed(&keys);
+                        AuthError::Invalid
+                    }
                     _ => AuthError::Unavailable(status.message().to_owned()),
                 });
             }

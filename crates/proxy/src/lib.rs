@@ -7,6 +7,7 @@
 //! tokens and limits arrive with the rest of the identity work.
 
 mod auth;
+mod throttle;
 
 use std::time::Instant;
 
@@ -22,12 +23,17 @@ use tower::ServiceExt;
 /// The proxy service; `public` is where it listens for clients (`proxy.http.addr`).
 pub struct Proxy {
     public: Endpoint,
+    throttle: throttle::Throttle,
 }
 
 impl Proxy {
     pub fn new(config: &arca_config::Config) -> Self {
         Self {
             public: Endpoint::Tcp(config.proxy.http.addr.clone()),
+            throttle: throttle::Throttle::new(
+                config.proxy.auth.max_failures,
+                config.proxy.auth.window,
+            ),
         }
     }
 }
@@ -50,7 +56,11 @@ impl Service for Proxy {
         Box::pin(async move {
             let state = ProxyState {
                 frontend: ctx.channel("frontend"),
-                auth: auth::Authenticator::new(ctx.channel("storage-system"), ctx.signer().clone()),
+                auth: auth::Authenticator::new(
+                    ctx.channel("storage-system"),
+                    ctx.signer().clone(),
+                    self.throttle,
+                ),
             };
             let public = Router::new().fallback(forward).with_state(state);
             ctx.set_ready();
@@ -99,13 +109,26 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
         send(&state.frontend, req).await
     } else {
         let authorization = req.headers().get(header::AUTHORIZATION);
-        match state.auth.authenticate(authorization).await {
+        let peer = req
+            .extensions()
+            .get::<arca_transport::PeerAddr>()
+            .and_then(|p| p.0)
+            .map(|a| a.ip());
+        match state.auth.authenticate(authorization, peer).await {
             Ok(token) => {
                 req.headers_mut().remove(header::AUTHORIZATION);
                 req.headers_mut().insert(IDENTITY_HEADER, token);
                 send(&state.frontend, req).await
             }
             Err(auth::AuthError::Missing | auth::AuthError::Invalid) => challenge(req.headers()),
+            Err(auth::AuthError::Throttled(wait)) => {
+                let secs = wait.as_secs().max(1);
+                let body = format!("too many failed logins, retry in {secs}s\n");
+                let mut resp = (StatusCode::TOO_MANY_REQUESTS, body).into_response();
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                resp
+            }
             Err(auth::AuthError::Unavailable(why)) => {
                 tracing::warn!(error = %why, "cannot verify credentials");
                 let body = "authentication unavailable, retry later\n";

@@ -24,7 +24,7 @@ pub use endpoint::{Endpoint, EndpointError, is_host_port};
 pub use hub::MemHub;
 pub use listener::{BindError, Listener, bind};
 pub use registry::{EndpointSet, MemoryRegistry, Registry, RegistryError, StaticRegistry};
-pub use server::serve;
+pub use server::{PeerAddr, serve};
 
 /// The error type every transport-level service returns; tonic and axum both accept it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -110,8 +110,11 @@ async fn accept_loop(
             biased;
             () = shutdown.cancelled() => break,
             accepted = sockets.accept() => match accepted {
-                Ok(Accepted::Tcp(stream)) => serve_connection(&builder, &graceful, &router, stream),
-                Ok(Accepted::Unix(stream)) => serve_connection(&builder, &graceful, &router, stream),
+                Ok(Accepted::Tcp(stream)) => {
+                    let peer = stream.peer_addr().ok();
+                    serve_connection(&builder, &graceful, &router, stream, peer);
+                }
+                Ok(Accepted::Unix(stream)) => serve_connection(&builder, &graceful, &router, stream, None),
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning, keep serving the rest.
                     tracing::warn!(error = %e, "accept failed");
@@ -132,10 +135,20 @@ fn serve_connection<S>(
     graceful: &GracefulShutdown,
     router: &Router,
     stream: S,
+    peer: Option<std::net::SocketAddr>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(router.clone());
+    // Every request learns which client address its connection came from (login throttling
+    // counts per address); Unix-socket peers have none.
+    let service = tower::ServiceExt::map_request(
+        router.clone(),
+        move |mut req: http::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            req
+        },
+    );
+    let service = TowerToHyperService::new(service);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     let conn = graceful.watch(conn.into_owned());
     tokio::spawn(async move {
@@ -144,6 +157,11 @@ fn serve_connection<S>(
         }
     });
 }
+
+/// The client address of the connection a request arrived on (`None` over Unix sockets and
+/// in memory).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub Option<std::net::SocketAddr>);
 
 /// A response body that keeps its in-memory server "busy" until it is fully sent or dropped.
 pub(crate) struct TrackedBody {
