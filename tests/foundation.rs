@@ -341,6 +341,43 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
         )
         .await?;
 
+    // B's services trust only what a proxy vouched for: called directly, without an identity
+    // token or with a forged one, they refuse and reveal nothing.
+    let gateway_endpoint: arca_transport::Endpoint = endpoints[0].parse()?;
+    let mut registry = std::collections::BTreeMap::new();
+    registry.insert("gateway".to_owned(), vec![gateway_endpoint]);
+    let clients = arca_transport::Clients::new(
+        arca_transport::MemHub::new(),
+        std::sync::Arc::new(arca_transport::StaticRegistry::new(&registry)),
+        arca_transport::RetryPolicy::default(),
+    );
+    let stat = arca_proto::v1::StatRequest {
+        r#ref: Some(arca_proto::v1::Ref {
+            path: "/split.txt".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut direct = arca_proto::v1::storage_client::StorageClient::new(clients.channel("gateway"));
+    let anonymous = direct
+        .stat(stat.clone())
+        .await
+        .expect_err("no token, no answer");
+    assert_eq!(
+        anonymous.code(),
+        tonic::Code::Unauthenticated,
+        "{anonymous:?}"
+    );
+    let mut forged = tonic::Request::new(stat);
+    forged
+        .metadata_mut()
+        .insert("x-arca-identity", "v1.eyJpZCI6ImFkbWluIn0.AAAA".parse()?);
+    let refused = direct
+        .stat(forged)
+        .await
+        .expect_err("a forged token is refused");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+
     // The gateway's probes came from A: nothing in B depends on the gateway.
     let metrics = get(&b.debug, "/metrics", &[]).await?.text();
     let probes = counter(
