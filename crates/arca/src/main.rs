@@ -5,6 +5,7 @@
 //! configuration or usage, 130 forced by a second signal.
 
 mod health;
+mod users_cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,8 +13,11 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use arca_config::{Config, Origin, Overrides, RegistryKind};
+use arca_runtime::Leases;
 use arca_runtime::{Service, Supervisor};
-use arca_transport::{MemoryRegistry, Registry, StaticRegistry};
+use arca_transport::{
+    DnsRegistry, MemoryRegistry, NatsKv, NatsRegistry, NatsSettings, Registry, StaticRegistry,
+};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -40,6 +44,8 @@ enum Command {
         #[arg(long)]
         debug_addr: Option<String>,
     },
+    /// Manage the built-in users in storage-system's database directly (no server needed).
+    Users(users_cli::UsersArgs),
     /// Write a commented config file with freshly generated secrets.
     Init {
         /// Overwrite the file if it exists.
@@ -72,11 +78,15 @@ struct ServerArgs {
 }
 
 fn main() -> ExitCode {
+    // One rustls crypto provider for the whole process, before anything builds a TLS config
+    // (the NATS client, S3): with two compiled in, rustls would panic instead of choosing.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::Server(args) => server(cli.config, args),
         Command::Health { debug_addr } => health::run(cli.config, debug_addr),
         Command::Init { force } => init(cli.config, force),
+        Command::Users(args) => users_cli::run(cli.config, args),
     }
 }
 
@@ -138,6 +148,8 @@ fn load_config(file: Option<&std::path::Path>, args: &ServerArgs) -> Result<Conf
     arca_runtime::telemetry::check_log_level(&config.log.level)?;
     check_endpoints(&config)?;
     check_reachability(&config)?;
+    // The TLS certificate and key are read now, so a bad one stops arca before it binds.
+    arca_proxy::check(&config)?;
     Ok(config)
 }
 
@@ -178,6 +190,14 @@ fn check_reachability(config: &Config) -> Result<(), String> {
             }
             let listed = config.registry.static_endpoints.contains_key(*dep);
             match config.registry.kind {
+                // Every process announces itself in the bucket: whatever runs is findable.
+                RegistryKind::Nats => {}
+                RegistryKind::Dns if config.registry.dns.names.contains_key(*dep) => {}
+                RegistryKind::Dns => {
+                    return Err(format!(
+                        "registry.dns.names.{dep}: missing: {name} depends on {dep}, which this process does not host ({source})"
+                    ));
+                }
                 RegistryKind::Static if listed => {}
                 RegistryKind::Static => {
                     return Err(format!(
@@ -186,7 +206,7 @@ fn check_reachability(config: &Config) -> Result<(), String> {
                 }
                 RegistryKind::Memory => {
                     return Err(format!(
-                        "registry.kind: \"memory\" cannot find {dep}, which {name} depends on and this process does not host; use a static registry ({source})"
+                        "registry.kind: \"memory\" cannot find {dep}, which {name} depends on and this process does not host; use a static, nats or dns registry ({source})"
                     ));
                 }
             }
@@ -204,23 +224,45 @@ fn compose(name: &str, config: &Config) -> Box<dyn Service> {
         "storage-users" => Box::new(arca_storage_users::StorageUsers),
         "storage-system" => Box::new(arca_storage_system::StorageSystem),
         // The config crate accepts only the six names; this is the sixth.
-        _ => Box::new(arca_sharing::Sharing),
+        _ => Box::new(arca_sharing::Sharing::default()),
     }
 }
 
 async fn serve(config: Config) -> anyhow::Result<i32> {
     let telemetry = arca_runtime::telemetry::init(&config).context("telemetry")?;
     let config = Arc::new(config);
+    let mut leases = None;
     let registry: Arc<dyn Registry> = match config.registry.kind {
         RegistryKind::Memory => Arc::new(MemoryRegistry::new()),
         RegistryKind::Static => Arc::new(StaticRegistry::new(&config.registry.static_endpoints)),
+        RegistryKind::Nats => {
+            let nats = &config.registry.nats;
+            // Connects in the background: a NATS outage at start delays readiness only.
+            let kv = NatsKv::connect(&NatsSettings {
+                url: nats.url.clone(),
+                bucket: nats.bucket.clone(),
+                ttl: nats.ttl,
+            })
+            .await
+            .context("registry.nats.url")?;
+            leases = Some(Leases::nats(kv.clone()));
+            Arc::new(NatsRegistry::new(kv))
+        }
+        RegistryKind::Dns => Arc::new(DnsRegistry::new(
+            &config.registry.dns.names,
+            config.registry.dns.interval,
+        )),
     };
     let services = config
         .services
         .iter()
         .map(|name| compose(name, &config))
         .collect();
-    let supervisor = Supervisor::new(config.clone(), services, registry);
+    let mut supervisor = Supervisor::new(config.clone(), services, registry);
+    // Without NATS, leases are per process: each process runs its own background jobs.
+    if let Some(leases) = leases {
+        supervisor = supervisor.with_leases(leases);
+    }
     let debug_addr = arca_runtime::debug::spawn(
         &config.debug.addr,
         supervisor.health(),
@@ -233,7 +275,12 @@ async fn serve(config: Config) -> anyhow::Result<i32> {
         "arca starting"
     );
     if config.hosts("proxy") {
-        tracing::info!("public HTTP on http://{}", config.proxy.http.addr);
+        let scheme = if config.proxy.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!("public HTTP on {scheme}://{}", config.proxy.http.addr);
     }
     let outcome = supervisor.run().await?;
     let code = outcome.exit_code();

@@ -13,25 +13,29 @@
 //!   Depth 1 on 1,000 entries, a 512 MiB PUT and GET, RSS growth during 2 GiB transfers — beside
 //!   Apache httpd (mod_dav) and nginx (dav_ext) started in the same run, with arca/peer ratios.
 //!   It installs what it drives (`wrk`, `apache2`, `nginx-extras`) with apt-get when missing.
+//! - `auth`: 4 KiB GETs through the same binary with HTTP Basic and with an OIDC Bearer token
+//!   from a small issuer started in the run, side by side, with the Bearer/Basic ratio.
 //!
 //! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
 //! the machine and its load, a ratio measured in the same run does much less. Each target from
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files]` (default `all`), in a release build.
+//! Usage: `arca-bench [all|transport|process|files|auth]` (default `all`), in a release build.
 
+mod auth;
 mod files;
 mod process;
 mod transport;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
-  all        all three (the default)";
+  auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
+  all        all of them (the default)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         ["transport"] => (true, false, false),
         ["process"] => (false, true, false),
         ["files"] => (false, false, true),
+        ["auth"] => (false, false, false),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -69,6 +74,14 @@ fn main() -> ExitCode {
     }
     if files && let Err(e) = files::run(&mut targets) {
         eprintln!("arca-bench: files: {e:#}");
+        failed = true;
+    }
+    let auth = matches!(
+        args.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        [] | ["all"] | ["auth"]
+    );
+    if auth && let Err(e) = auth::run(&mut targets) {
+        eprintln!("arca-bench: auth: {e:#}");
         failed = true;
     }
 

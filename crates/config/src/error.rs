@@ -116,6 +116,12 @@ pub enum Problem {
     NotBucket(String),
     #[error("must be longer than 0s")]
     Zero,
+    #[error("{0} is not a NATS URL like nats://HOST:PORT (comma-separated for a cluster)")]
+    NotNatsUrl(String),
+    #[error("{0} is not a NATS bucket name (letters, digits, - and _)")]
+    NotKvBucket(String),
+    #[error("{0} is shorter than {1}")]
+    TooShort(String, &'static str),
     #[error("value is not valid UTF-8")]
     NotUtf8,
 }

@@ -113,13 +113,43 @@ pub(crate) const KEYS: &[Key] = &[
         "registry.kind",
         Text("memory"),
         None,
-        "How services find each other: memory (this process only) or static (the map below).",
+        "How services find each other: memory (this process only), static (the map below), nats (a JetStream KV bucket) or dns (names below).",
     ),
     key(
         "registry.static",
         EmptyMap,
         None,
         "With kind static: service name -> endpoints, e.g. {gateway: [tcp://10.0.0.2:9142]}.",
+    ),
+    key(
+        "registry.nats.url",
+        Text("nats://127.0.0.1:4222"),
+        Some("ARCA_REGISTRY_NATS_URL"),
+        "With kind nats: the NATS server(s), nats://HOST:PORT, comma-separated for a cluster; also holds the leader leases.",
+    ),
+    key(
+        "registry.nats.bucket",
+        Text("arca-registry"),
+        None,
+        "With kind nats: the JetStream KV bucket of registrations and leases (created if missing).",
+    ),
+    key(
+        "registry.nats.ttl",
+        Text("10s"),
+        None,
+        "With kind nats: how long an entry outlives its last heartbeat (one every ttl/3); at least 3s.",
+    ),
+    key(
+        "registry.dns.names",
+        EmptyMap,
+        None,
+        "With kind dns: service name -> HOST:PORT whose A/AAAA records are its instances, e.g. {gateway: arca-gateway.ns.svc:9142}.",
+    ),
+    key(
+        "registry.dns.interval",
+        Text("5s"),
+        None,
+        "With kind dns: how often the names are resolved again.",
     ),
     key(
         "identity.secret",
@@ -156,6 +186,72 @@ pub(crate) const KEYS: &[Key] = &[
         Text("60s"),
         None,
         "The sliding window failed logins are counted in.",
+    ),
+    key(
+        "proxy.tls.cert",
+        Unset,
+        Some("ARCA_PROXY_TLS_CERT"),
+        "PEM certificate chain (leaf first); with proxy.tls.key the public address speaks HTTPS (h2 and HTTP/1.1).",
+    ),
+    key(
+        "proxy.tls.key",
+        Unset,
+        Some("ARCA_PROXY_TLS_KEY"),
+        "PEM private key of proxy.tls.cert (PKCS#8, PKCS#1 or SEC1).",
+    ),
+    key(
+        "proxy.limits.max_header_bytes",
+        Text("64KiB"),
+        None,
+        "Largest request line plus headers a client may send; larger gets 431.",
+    ),
+    key(
+        "proxy.limits.max_body_bytes",
+        Text("0"),
+        None,
+        "Largest request body (e.g. 10GiB); larger gets 413. 0 = unlimited (sync clients upload big files).",
+    ),
+    key(
+        "proxy.limits.header_timeout",
+        Text("20s"),
+        None,
+        "A client must finish the TLS handshake and each request's headers within this time (slowloris).",
+    ),
+    key(
+        "proxy.limits.idle_timeout",
+        Text("5m"),
+        None,
+        "A client connection that moves no byte either way for this long is closed.",
+    ),
+    key(
+        "proxy.cors.allowed_origins",
+        List(&[]),
+        Some("ARCA_PROXY_CORS_ALLOWED_ORIGINS"),
+        "Browser origins (https://HOST[:PORT]) allowed to call arca cross-origin; empty = no CORS headers at all.",
+    ),
+    key(
+        "proxy.oidc.issuer",
+        Unset,
+        Some("ARCA_PROXY_OIDC_ISSUER"),
+        "OpenID Connect issuer URL; when set, Bearer tokens it signs (RS256, ES256) are accepted.",
+    ),
+    key(
+        "proxy.oidc.audience",
+        Unset,
+        Some("ARCA_PROXY_OIDC_AUDIENCE"),
+        "Required aud claim of Bearer tokens; unset = not checked.",
+    ),
+    key(
+        "proxy.oidc.user_claim",
+        Text("preferred_username"),
+        None,
+        "The token claim holding the arca user name.",
+    ),
+    key(
+        "proxy.oidc.provision",
+        Text("true"),
+        None,
+        "Create unknown users at their first login from the claims preferred_username, name and email.",
     ),
     key(
         "frontend.endpoint",
@@ -224,6 +320,12 @@ pub(crate) const KEYS: &[Key] = &[
         "The secret of access_key_id; better given by its env var than written here.",
     ),
     key(
+        "storage-users.uploads.expiration",
+        Text("24h"),
+        Some("ARCA_STORAGE_USERS_UPLOADS_EXPIRATION"),
+        "How long a resumable (TUS) upload may take from its creation; unfinished ones are then removed.",
+    ),
+    key(
         "storage-system.endpoint",
         Text("mem://storage-system"),
         None,
@@ -276,6 +378,12 @@ pub(crate) const KEYS: &[Key] = &[
         Text("mem://sharing"),
         None,
         "Where the sharing service listens.",
+    ),
+    key(
+        "sharing.auto_accept",
+        Text("true"),
+        Some("ARCA_SHARING_AUTO_ACCEPT"),
+        "New user and group shares show in the recipient's Shares/ at once; false: pending until accepted.",
     ),
 ];
 

@@ -49,7 +49,7 @@ pub struct Config {
     pub gateway: ServiceSection,
     pub storage_users: StorageSection,
     pub storage_system: StorageSection,
-    pub sharing: ServiceSection,
+    pub sharing: SharingSection,
 }
 
 impl Config {
@@ -61,7 +61,7 @@ impl Config {
             "gateway" => &self.gateway,
             "storage-users" => return Some(&self.storage_users.endpoint),
             "storage-system" => return Some(&self.storage_system.endpoint),
-            "sharing" => &self.sharing,
+            "sharing" => return Some(&self.sharing.endpoint),
             _ => return None,
         };
         Some(&section.endpoint)
@@ -126,12 +126,39 @@ pub struct RegistryConfig {
     /// YAML key `static`: service name → its endpoints; every name is in [`SERVICE_NAMES`] and
     /// every list is non-empty.
     pub static_endpoints: BTreeMap<String, Vec<Endpoint>>,
+    /// Used with [`RegistryKind::Nats`]; read (and validated) whatever the kind.
+    pub nats: NatsRegistryConfig,
+    /// Used with [`RegistryKind::Dns`]; read (and validated) whatever the kind.
+    pub dns: DnsRegistryConfig,
+}
+
+/// A NATS JetStream KV bucket as the registry (and the home of leader leases).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsRegistryConfig {
+    /// One or more `nats://HOST:PORT` (or `tls://`) server URLs, comma-separated as given.
+    pub url: String,
+    /// A valid KV bucket name.
+    pub bucket: String,
+    /// How long an entry lives without a heartbeat; at least 3 s, whole seconds (NATS
+    /// per-message TTLs count seconds).
+    pub ttl: Duration,
+}
+
+/// DNS names as the registry: each resolves to the instances of one service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsRegistryConfig {
+    /// Service name → `HOST:PORT`; every name is in [`SERVICE_NAMES`].
+    pub names: BTreeMap<String, String>,
+    /// Re-resolution period, above zero.
+    pub interval: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegistryKind {
     Memory,
     Static,
+    Nats,
+    Dns,
 }
 
 /// Secrets; `Debug` shows only whether each is set.
@@ -157,6 +184,52 @@ pub struct ProxyConfig {
     pub endpoint: Endpoint,
     pub http: ProxyHttp,
     pub auth: ProxyAuth,
+    /// `None`: plain HTTP.
+    pub tls: Option<ProxyTls>,
+    pub limits: ProxyLimits,
+    pub cors: ProxyCors,
+    /// `None`: no Bearer tokens accepted.
+    pub oidc: Option<ProxyOidc>,
+}
+
+/// The public listener's certificate and key (PEM files); both or neither are set. The files
+/// are read when the proxy starts (their contents are checked before anything binds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// What one client may make the proxy hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyLimits {
+    /// Request line plus headers, in bytes; above 0.
+    pub max_header_bytes: u64,
+    /// `None`: unlimited.
+    pub max_body_bytes: Option<u64>,
+    /// Above 0.
+    pub header_timeout: Duration,
+    /// Above 0.
+    pub idle_timeout: Duration,
+}
+
+/// Cross-origin access for browser clients (ownCloud web on another origin).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyCors {
+    /// Origins as `scheme://host[:port]`, lowercase, no trailing `/`; empty: no CORS at all.
+    pub allowed_origins: Vec<String>,
+}
+
+/// An OpenID Connect provider whose Bearer tokens the proxy accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyOidc {
+    /// `http(s)://HOST[:PORT][/PATH]`, as the provider writes it in `iss`.
+    pub issuer: String,
+    pub audience: Option<String>,
+    /// The claim naming the arca user.
+    pub user_claim: String,
+    /// Create unknown users on their first login.
+    pub provision: bool,
 }
 
 /// Login throttling: after `max_failures` failed logins within `window` for one user name or
@@ -179,6 +252,15 @@ pub struct ServiceSection {
     pub endpoint: Endpoint,
 }
 
+/// The sharing service: where it listens and how new shares reach their recipients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharingSection {
+    pub endpoint: Endpoint,
+    /// New user and group shares appear in recipients' `Shares/` at once (`true`, oCIS's
+    /// default) or wait, pending, until the recipient accepts them.
+    pub auto_accept: bool,
+}
+
 /// A storage service: where it listens, which metadata database it uses, where its blobs live.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StorageSection {
@@ -190,6 +272,17 @@ pub struct StorageSection {
     /// Only storage-users has the key (`storage-users.personal_quota`): always `None` for
     /// storage-system, which has no personal spaces.
     pub personal_quota: Option<u64>,
+    /// Resumable (TUS) uploads (`storage-users.uploads`): always `None` for storage-system,
+    /// which takes no uploads from clients.
+    pub uploads: Option<UploadsConfig>,
+}
+
+/// Resumable (TUS) uploads of storage-users.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadsConfig {
+    /// How long an upload may take from its creation (`Upload-Expires`); an unfinished one is
+    /// then removed with its bytes. Always greater than zero.
+    pub expiration: Duration,
 }
 
 impl fmt::Debug for StorageSection {
@@ -200,6 +293,7 @@ impl fmt::Debug for StorageSection {
             .field("database", &self.database.as_ref().map(|_| "<redacted>"))
             .field("blobs", &self.blobs)
             .field("personal_quota", &self.personal_quota)
+            .field("uploads", &self.uploads)
             .finish()
     }
 }

@@ -20,6 +20,7 @@ use crate::{
     OtlpConfig, Problem, ProxyAuth, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, S3Config,
     SERVICE_NAMES, ServiceSection, ShutdownConfig, StorageSection, TracingConfig,
 };
+use crate::{DnsRegistryConfig, NatsRegistryConfig};
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
 /// `("services", "proxy,gateway", Origin::Flag("--services"))` or `("debug.addr", …)`.
@@ -252,12 +253,27 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
     })?;
     let registry = root.section("registry", |t| {
         Ok(RegistryConfig {
-            kind: t.field("kind").choice("memory, static", |s| match s {
-                "memory" => Some(RegistryKind::Memory),
-                "static" => Some(RegistryKind::Static),
-                _ => None,
-            })?,
+            kind: t
+                .field("kind")
+                .choice("memory, static, nats, dns", |s| match s {
+                    "memory" => Some(RegistryKind::Memory),
+                    "static" => Some(RegistryKind::Static),
+                    "nats" => Some(RegistryKind::Nats),
+                    "dns" => Some(RegistryKind::Dns),
+                    _ => None,
+                })?,
             static_endpoints: static_endpoints(t.field("static").table()?)?,
+            nats: t.section("nats", nats_registry)?,
+            dns: t.section("dns", |t| {
+                let interval = t.field("interval");
+                Ok(DnsRegistryConfig {
+                    names: dns_names(t.field("names").table()?)?,
+                    interval: match interval.duration()? {
+                        Duration::ZERO => return Err(interval.error(Problem::Zero)),
+                        positive => positive,
+                    },
+                })
+            })?,
         })
     })?;
     let identity = root.section("identity", |t| {
@@ -280,6 +296,10 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
                     window: t.field("window").duration()?,
                 })
             })?,
+            tls: t.section("tls", proxy_tls)?,
+            limits: t.section("limits", proxy_limits)?,
+            cors: t.section("cors", proxy_cors)?,
+            oidc: t.section("oidc", proxy_oidc)?,
         })
     })?;
     let mut service = |name| {
@@ -291,7 +311,12 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
     };
     let frontend = service("frontend")?;
     let gateway = service("gateway")?;
-    let sharing = service("sharing")?;
+    let sharing = root.section("sharing", |t| {
+        Ok(crate::SharingSection {
+            endpoint: t.field("endpoint").endpoint()?,
+            auto_accept: t.field("auto_accept").boolean()?,
+        })
+    })?;
     // Only storage-users has personal spaces, hence a personal quota.
     let mut storage = |name, has_personal_spaces| {
         root.section(name, |t| {
@@ -300,6 +325,19 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
                 database: t.field("database").optional_database_url()?,
                 personal_quota: match has_personal_spaces {
                     true => t.field("personal_quota").optional_size()?,
+                    false => None,
+                },
+                // Only storage-users takes resumable uploads from clients.
+                uploads: match has_personal_spaces {
+                    true => Some(t.section("uploads", |t| {
+                        let expiration = t.field("expiration");
+                        Ok(crate::UploadsConfig {
+                            expiration: match expiration.duration()? {
+                                Duration::ZERO => return Err(expiration.error(Problem::Zero)),
+                                positive => positive,
+                            },
+                        })
+                    })?),
                     false => None,
                 },
                 blobs: t.section("blobs", blobs)?,
@@ -392,6 +430,164 @@ fn services(field: Field) -> Result<Vec<String>, ConfigError> {
         return Err(field.error(Problem::Empty));
     }
     Ok(services)
+}
+
+/// `registry.nats`: server URLs, bucket name and entry TTL.
+fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
+    let url = t.field("url");
+    let (raw, shown) = url.scalar()?;
+    let servers: Vec<&str> = raw.split(',').map(str::trim).collect();
+    let valid = servers.iter().all(|server| {
+        ["nats://", "tls://"].iter().any(|scheme| {
+            server
+                .strip_prefix(scheme)
+                // Credentials may precede the host (`nats://user:pass@host:port`).
+                .map(|rest| rest.rsplit_once('@').map_or(rest, |(_, host)| host))
+                .is_some_and(is_host_port)
+        })
+    });
+    if !valid {
+        // The URL may carry a password: show it only when it has none.
+        let shown = if raw.contains('@') {
+            "the URL".to_owned()
+        } else {
+            shown
+        };
+        return Err(url.error(Problem::NotNatsUrl(shown)));
+    }
+    let bucket = t.field("bucket");
+    let name = bucket.text()?;
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(bucket.error(Problem::NotKvBucket(format!("{name:?}"))));
+    }
+    let ttl = t.field("ttl");
+    let duration = ttl.duration()?;
+    // NATS per-message TTLs are whole seconds, and a heartbeat every ttl/3 must fit at least
+    // one retry inside the TTL.
+    if duration < Duration::from_secs(3) {
+        let (_, shown) = ttl.scalar()?;
+        return Err(ttl.error(Problem::TooShort(shown, "3s")));
+    }
+    Ok(NatsRegistryConfig {
+        url: servers.join(","),
+        bucket: name,
+        ttl: Duration::from_secs(duration.as_secs()),
+    })
+}
+
+/// `registry.dns.names`: service → `HOST:PORT`.
+fn dns_names(table: Table) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (name, field) in table.into_fields() {
+        if !SERVICE_NAMES.contains(&name.as_str()) {
+            return Err(field.error(Problem::NotService(format!("{name:?}"))));
+        }
+        out.insert(name, field.host_port()?);
+    }
+    Ok(out)
+}
+
+/// `proxy.tls`: both files or neither (their contents are checked when the proxy starts).
+fn proxy_tls(t: &mut Table) -> Result<Option<crate::ProxyTls>, ConfigError> {
+    let (cert, key) = (t.field("cert"), t.field("key"));
+    match (cert.optional_text()?, key.optional_text()?) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(cert.error(Problem::Unpaired("proxy.tls.key"))),
+        (None, Some(_)) => Err(key.error(Problem::Unpaired("proxy.tls.cert"))),
+        (Some(c), Some(k)) => Ok(Some(crate::ProxyTls {
+            cert: PathBuf::from(c),
+            key: PathBuf::from(k),
+        })),
+    }
+}
+
+/// `proxy.limits`: sizes and timeouts; all above zero but the body limit (0 = unlimited).
+fn proxy_limits(t: &mut Table) -> Result<crate::ProxyLimits, ConfigError> {
+    let header = t.field("max_header_bytes");
+    let max_header_bytes = match header.optional_size()? {
+        Some(bytes) => bytes,
+        None => {
+            let (_, shown) = header.scalar()?;
+            return Err(header.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "a size above 0, like 64KiB",
+            }));
+        }
+    };
+    let positive = |field: Field| match field.duration()? {
+        Duration::ZERO => Err(field.error(Problem::Zero)),
+        d => Ok(d),
+    };
+    Ok(crate::ProxyLimits {
+        max_header_bytes,
+        max_body_bytes: t.field("max_body_bytes").optional_size()?,
+        header_timeout: positive(t.field("header_timeout"))?,
+        idle_timeout: positive(t.field("idle_timeout"))?,
+    })
+}
+
+/// `proxy.cors.allowed_origins`: each an origin as browsers send it (RFC 6454 §6.1): scheme,
+/// host and optional port, no path. `*` is refused: credentials are allowed, and a wildcard
+/// cannot be combined with them.
+fn proxy_cors(t: &mut Table) -> Result<crate::ProxyCors, ConfigError> {
+    let field = t.field("allowed_origins");
+    let mut allowed_origins = Vec::new();
+    for (raw, shown) in field.list()? {
+        let origin = raw.to_ascii_lowercase();
+        let authority = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"));
+        let valid = authority.is_some_and(|a| {
+            !a.is_empty()
+                && !a.contains(['/', '?', '#', '@', ' '])
+                && (is_host_port(a) || is_host_port(&format!("{a}:1")))
+        });
+        if !valid {
+            return Err(field.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "an origin like https://HOST or https://HOST:PORT",
+            }));
+        }
+        allowed_origins.push(origin);
+    }
+    Ok(crate::ProxyCors { allowed_origins })
+}
+
+/// `proxy.oidc`: off unless an issuer is set; the other keys are read (and checked) anyway.
+fn proxy_oidc(t: &mut Table) -> Result<Option<crate::ProxyOidc>, ConfigError> {
+    let issuer_field = t.field("issuer");
+    let issuer = issuer_field.optional_text()?;
+    if let Some(url) = &issuer {
+        let authority = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .map(|rest| rest.split_once('/').map_or(rest, |(host, _)| host));
+        let valid = authority.is_some_and(|a| is_host_port(a) || is_host_port(&format!("{a}:1")))
+            && !url.contains(['?', '#', ' ']);
+        if !valid {
+            return Err(issuer_field.error(Problem::NotOneOf {
+                value: format!("{url:?}"),
+                allowed: "an issuer URL like https://HOST[:PORT][/PATH]",
+            }));
+        }
+    }
+    let audience = t.field("audience").optional_text()?;
+    let user_claim = t.field("user_claim").text()?;
+    let provision_field = t.field("provision");
+    let provision = provision_field.choice("true, false", |s| match s {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    })?;
+    Ok(issuer.map(|issuer| crate::ProxyOidc {
+        issuer,
+        audience,
+        user_claim,
+        provision,
+    }))
 }
 
 fn static_endpoints(table: Table) -> Result<BTreeMap<String, Vec<Endpoint>>, ConfigError> {
@@ -604,6 +800,19 @@ impl<'a> Field<'a> {
         match humantime::parse_duration(&raw) {
             Ok(duration) if is_string => Ok(duration),
             _ => Err(self.error(Problem::NotDuration(shown))),
+        }
+    }
+
+    /// A YAML boolean, or `true`/`false` as text (env and flags give strings).
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(self.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "true or false",
+            })),
         }
     }
 
@@ -1194,8 +1403,8 @@ gateway: {endpoint: unix:///run/gw.sock}
             "data_dir: must not be empty (env ARCA_DATA_DIR)"
         );
         assert_eq!(
-            yaml_err("registry: {kind: dns}"),
-            r#"registry.kind: "dns" is not one of memory, static (config/arca.yaml)"#
+            yaml_err("registry: {kind: consul}"),
+            r#"registry.kind: "consul" is not one of memory, static, nats, dns (config/arca.yaml)"#
         );
         assert_eq!(
             yaml_err("identity: {secret: 1234}"),
@@ -1235,6 +1444,75 @@ gateway: {endpoint: unix:///run/gw.sock}
         );
         let config = flags(&[("registry.static.gateway", "tcp://a:1,tcp://b:2", "--set")]).unwrap();
         assert_eq!(config.registry.static_endpoints["gateway"].len(), 2);
+    }
+
+    #[test]
+    fn nats_and_dns_registry_keys() {
+        let config = yaml(
+            "r.yaml",
+            "registry: {kind: nats, nats: {url: 'nats://10.0.0.1:4222, nats://10.0.0.2:4222', bucket: my_reg, ttl: 6500ms}}",
+        )
+        .unwrap();
+        assert_eq!(config.registry.kind, RegistryKind::Nats);
+        assert_eq!(
+            config.registry.nats.url,
+            "nats://10.0.0.1:4222,nats://10.0.0.2:4222"
+        );
+        assert_eq!(config.registry.nats.bucket, "my_reg");
+        // Whole seconds: NATS TTLs count seconds.
+        assert_eq!(config.registry.nats.ttl, Duration::from_secs(6));
+        let defaults = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(defaults.registry.nats.url, "nats://127.0.0.1:4222");
+        assert_eq!(defaults.registry.nats.bucket, "arca-registry");
+        assert_eq!(defaults.registry.nats.ttl, Duration::from_secs(10));
+        assert_eq!(defaults.registry.dns.interval, Duration::from_secs(5));
+        assert!(defaults.registry.dns.names.is_empty());
+        let config = env(&[("ARCA_REGISTRY_NATS_URL", "nats://user:pw@n1:4222")]).unwrap();
+        assert_eq!(config.registry.nats.url, "nats://user:pw@n1:4222");
+
+        assert_eq!(
+            yaml_err("registry: {nats: {url: 'http://n:4222'}}"),
+            r#"registry.nats.url: "http://n:4222" is not a NATS URL like nats://HOST:PORT (comma-separated for a cluster) (config/arca.yaml)"#
+        );
+        // A URL with credentials is never echoed.
+        assert_eq!(
+            yaml_err("registry: {nats: {url: 'nats://u:secret@nohost'}}"),
+            "registry.nats.url: the URL is not a NATS URL like nats://HOST:PORT (comma-separated for a cluster) (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("registry: {nats: {bucket: 'a.b'}}"),
+            r#"registry.nats.bucket: "a.b" is not a NATS bucket name (letters, digits, - and _) (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("registry: {nats: {ttl: 1s}}"),
+            r#"registry.nats.ttl: "1s" is shorter than 3s (config/arca.yaml)"#
+        );
+
+        let config = yaml(
+            "r.yaml",
+            "registry: {kind: dns, dns: {names: {storage-users: 'arca-su.ns.svc.cluster.local:9290'}, interval: 2s}}",
+        )
+        .unwrap();
+        assert_eq!(config.registry.kind, RegistryKind::Dns);
+        assert_eq!(
+            config.registry.dns.names["storage-users"],
+            "arca-su.ns.svc.cluster.local:9290"
+        );
+        assert_eq!(config.registry.dns.interval, Duration::from_secs(2));
+        assert_eq!(
+            yaml_err("registry: {dns: {names: {search: 'a:1'}}}"),
+            r#"registry.dns.names.search: "search" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("registry: {dns: {names: {gateway: 'gw.local'}}}"),
+            r#"registry.dns.names.gateway: "gw.local" is not a host:port (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("registry: {dns: {interval: 0s}}"),
+            "registry.dns.interval: must be longer than 0s (config/arca.yaml)"
+        );
+        let config = flags(&[("registry.dns.names.gateway", "gw:9142", "--set")]).unwrap();
+        assert_eq!(config.registry.dns.names["gateway"], "gw:9142");
     }
 
     #[test]
@@ -1559,6 +1837,64 @@ storage-system:
         assert_eq!(
             parse_size("340282366920938463463374607431768211455TiB"),
             Err(SizeError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn proxy_edge_keys() {
+        let defaults = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(defaults.proxy.tls, None);
+        assert_eq!(defaults.proxy.limits.max_header_bytes, 64 << 10);
+        assert_eq!(defaults.proxy.limits.max_body_bytes, None);
+        assert_eq!(
+            defaults.proxy.limits.header_timeout,
+            Duration::from_secs(20)
+        );
+        assert_eq!(defaults.proxy.limits.idle_timeout, Duration::from_secs(300));
+        assert!(defaults.proxy.cors.allowed_origins.is_empty());
+        assert_eq!(defaults.proxy.oidc, None);
+
+        let config = yaml(
+            "e.yaml",
+            "proxy: {tls: {cert: c.pem, key: k.pem}, limits: {max_body_bytes: 1MiB}, cors: {allowed_origins: ['https://Web.example.com', 'http://localhost:9100']}, oidc: {issuer: 'https://idp.example.com/realms/arca', audience: arca, provision: false}}",
+        )
+        .unwrap();
+        let tls = config.proxy.tls.unwrap();
+        assert_eq!((tls.cert, tls.key), ("c.pem".into(), "k.pem".into()));
+        assert_eq!(config.proxy.limits.max_body_bytes, Some(1 << 20));
+        assert_eq!(
+            config.proxy.cors.allowed_origins,
+            ["https://web.example.com", "http://localhost:9100"]
+        );
+        let oidc = config.proxy.oidc.unwrap();
+        assert_eq!(oidc.issuer, "https://idp.example.com/realms/arca");
+        assert_eq!(oidc.audience.as_deref(), Some("arca"));
+        assert_eq!(oidc.user_claim, "preferred_username");
+        assert!(!oidc.provision);
+
+        assert_eq!(
+            yaml_err("proxy: {tls: {cert: c.pem}}"),
+            "proxy.tls.cert: must be set together with proxy.tls.key (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("proxy: {limits: {max_header_bytes: 0}}"),
+            "proxy.limits.max_header_bytes: 0 is not one of a size above 0, like 64KiB (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("proxy: {limits: {header_timeout: 0s}}"),
+            "proxy.limits.header_timeout: must be longer than 0s (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("proxy: {cors: {allowed_origins: ['*']}}"),
+            r#"proxy.cors.allowed_origins: "*" is not one of an origin like https://HOST or https://HOST:PORT (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("proxy: {oidc: {issuer: 'idp.example.com'}}"),
+            r#"proxy.oidc.issuer: "idp.example.com" is not one of an issuer URL like https://HOST[:PORT][/PATH] (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("proxy: {oidc: {provision: maybe}}"),
+            r#"proxy.oidc.provision: "maybe" is not one of true, false (config/arca.yaml)"#
         );
     }
 }

@@ -12,7 +12,7 @@ use arca_runtime::Caller;
 use arca_transport::Channel;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::StatusCode;
@@ -31,7 +31,7 @@ pub(crate) fn routes(gateway: Channel) -> axum::Router {
 }
 
 /// libregraph's error shape: `{"error":{"code":…,"message":…}}`.
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (
         status,
         Json(json!({"error": {"code": code, "message": message}})),
@@ -39,7 +39,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
-fn grpc_error(s: tonic::Status) -> Response {
+pub(crate) fn grpc_error(s: tonic::Status) -> Response {
     let kind = ErrorKind::of(&s);
     let code = match kind {
         ErrorKind::NotFound => "itemNotFound",
@@ -57,7 +57,7 @@ fn grpc_error(s: tonic::Status) -> Response {
     error(status, code, s.message())
 }
 
-fn user_json(u: &User) -> Value {
+pub(crate) fn user_json(u: &User) -> Value {
     json!({
         "id": u.id,
         "displayName": u.display_name,
@@ -67,7 +67,7 @@ fn user_json(u: &User) -> Value {
     })
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
     serde_json::from_slice(body).map_err(|e| {
         error(
             StatusCode::BAD_REQUEST,
@@ -77,15 +77,25 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
     })
 }
 
-async fn me(State(gw): State<Channel>, Caller(who): Caller) -> Response {
-    match UsersClient::new(gw)
+/// `GET /graph/v1.0/me`, with the caller's groups under `memberOf` for `$expand=memberOf`.
+async fn me(State(gw): State<Channel>, Caller(who): Caller, RawQuery(query): RawQuery) -> Response {
+    match UsersClient::new(gw.clone())
         .get_user(GetUserRequest {
             id: who.id.clone(),
             username: String::new(),
         })
         .await
     {
-        Ok(u) => Json(user_json(&u.into_inner())).into_response(),
+        Ok(u) => {
+            let mut body = user_json(&u.into_inner());
+            if crate::groups::expands(query.as_deref(), "memberOf") {
+                match crate::groups::member_of(&gw, &who.id).await {
+                    Ok(groups) => body["memberOf"] = Value::Array(groups),
+                    Err(r) => return r,
+                }
+            }
+            Json(body).into_response()
+        }
         Err(s) => grpc_error(s),
     }
 }

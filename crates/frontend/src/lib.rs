@@ -8,8 +8,16 @@ use axum::Json;
 use axum::routing::get;
 use serde_json::{Value, json};
 
+mod apptokens;
 pub mod dav;
+mod drives;
 mod graph;
+mod groups;
+mod jail;
+mod ocs;
+mod public;
+mod shares;
+mod tus;
 mod webdav;
 
 /// The frontend service.
@@ -34,8 +42,16 @@ impl Service for Frontend {
             );
             let router = Router::new()
                 .route("/status.php", get(status))
-                .merge(webdav::routes(dav))
-                .merge(graph::routes(ctx.channel("gateway")));
+                .merge(webdav::routes(dav.clone()))
+                // Public links and the OCS share API (the share jail lives in `webdav`).
+                .merge(public::routes(dav))
+                .merge(shares::routes(ctx.channel("gateway")))
+                .merge(tus::routes(ctx.channel("storage-users")))
+                .merge(graph::routes(ctx.channel("gateway")))
+                .merge(groups::routes(ctx.channel("gateway")))
+                .merge(apptokens::routes(ctx.channel("gateway")))
+                .merge(ocs::routes(ctx.channel("gateway")))
+                .merge(drives::routes(ctx.channel("gateway")));
             ctx.set_ready();
             ctx.serve(router).await
         })
@@ -45,7 +61,12 @@ impl Service for Frontend {
 /// `GET /status.php`, in the shape oCIS answers (see shared/protocol/samples/status.json):
 /// clients read `installed`, `maintenance` and the version strings before logging in.
 async fn status() -> Json<Value> {
-    Json(json!({
+    Json(status_info())
+}
+
+/// `/status.php`'s answer; the OCS capabilities carry the same object and version.
+pub(crate) fn status_info() -> Value {
+    json!({
         "installed": true,
         "maintenance": false,
         "needsDbUpgrade": false,
@@ -55,5 +76,5 @@ async fn status() -> Json<Value> {
         "productname": "arca",
         "product": "arca",
         "productversion": arca_proto::VERSION,
-    }))
+    })
 }

@@ -55,6 +55,11 @@ impl Dav {
         }
     }
 
+    /// The gateway, for the share jail and public links.
+    pub(crate) fn gateway(&self) -> &Channel {
+        &self.gateway
+    }
+
     fn storage(&self) -> StorageClient<Channel> {
         StorageClient::new(self.gateway.clone())
     }
@@ -100,13 +105,16 @@ pub(crate) fn routes(dav: Dav) -> axum::Router {
 }
 
 /// Where a request points: the href prefix it used, the space, and the path inside.
-struct Location {
+pub(crate) struct Location {
     /// Percent-encoded, no trailing slash: `/remote.php/webdav`, `/dav/spaces/ID`.
-    prefix: String,
-    space_id: String,
-    path: dav::DavPath,
+    pub(crate) prefix: String,
+    pub(crate) space_id: String,
+    pub(crate) path: dav::DavPath,
     /// Lock tokens the client submitted in its `If` header (RFC 4918 §10.4).
-    tokens: Vec<String>,
+    pub(crate) tokens: Vec<String>,
+    /// The path in the space that `prefix` stands for: empty, except for a share mounted in
+    /// the jail or a public link, whose prefix names the shared node (`jail`, `public`).
+    pub(crate) base: String,
 }
 
 impl Location {
@@ -120,6 +128,11 @@ impl Location {
 
     fn href(&self, path: &str, is_dir: bool) -> String {
         let mut out = self.prefix.clone();
+        let path = if self.base.is_empty() {
+            path
+        } else {
+            path.strip_prefix(self.base.as_str()).unwrap_or(path)
+        };
         dav::encode_path(path, &mut out);
         if is_dir && !out.ends_with('/') {
             out.push('/');
@@ -129,7 +142,11 @@ impl Location {
 }
 
 /// One error answer: a status and a one-line message in the Sabre-shaped body.
-fn dav_error(status: StatusCode, message: &str, condition: Option<&Precondition>) -> Response {
+pub(crate) fn dav_error(
+    status: StatusCode,
+    message: &str,
+    condition: Option<&Precondition>,
+) -> Response {
     let exception = match status {
         StatusCode::NOT_FOUND => "Sabre\\DAV\\Exception\\NotFound",
         StatusCode::METHOD_NOT_ALLOWED => "Sabre\\DAV\\Exception\\MethodNotAllowed",
@@ -154,7 +171,7 @@ fn dav_error(status: StatusCode, message: &str, condition: Option<&Precondition>
 }
 
 /// A gRPC failure as the HTTP answer its kind maps to (one mapping, in arca-proto).
-fn grpc_error(status: tonic::Status) -> Response {
+pub(crate) fn grpc_error(status: tonic::Status) -> Response {
     let kind = ErrorKind::of(&status);
     if kind == ErrorKind::Internal {
         tracing::error!(error = %status.message(), "storage call failed");
@@ -163,8 +180,15 @@ fn grpc_error(status: tonic::Status) -> Response {
 }
 
 async fn handle(State(dav): State<Arc<Dav>>, Caller(who): Caller, req: Request) -> Response {
-    let mut loc = match locate(req.uri().path(), &who) {
+    let loc = match locate(req.uri().path(), &who) {
         Ok(l) => l,
+        Err(resp) => return resp,
+    };
+    // Shares mounted in the caller's `Shares/` (and the Shares space) become paths in their
+    // owners' spaces; the folder of mounts itself is virtual.
+    let mut loc = match crate::jail::enter(&dav.gateway, loc).await {
+        Ok(crate::jail::Entered::Real(l)) => l,
+        Ok(crate::jail::Entered::Root(l)) => return jail_root(&dav, &l, req).await,
         Err(resp) => return resp,
     };
     if let Some(value) = req.headers().get("if") {
@@ -173,23 +197,62 @@ async fn handle(State(dav): State<Arc<Dav>>, Caller(who): Caller, req: Request) 
             Err(resp) => return resp,
         }
     }
+    serve(&dav, loc, req).await
+}
+
+/// Serves one request at a location already resolved: WebDAV's own roots above, and public
+/// links (`public`), which resolve theirs from the link.
+pub(crate) async fn serve(dav: &Dav, loc: Location, req: Request) -> Response {
     let method = req.method().clone();
     let result = match method.as_str() {
-        "OPTIONS" => Ok(options()),
-        "PROPFIND" => propfind(&dav, &loc, req).await,
-        "PROPPATCH" => proppatch(&dav, &loc, req).await,
-        "MKCOL" => mkcol(&dav, &loc, req).await,
-        "GET" => get(&dav, &loc, req, true).await,
-        "HEAD" => get(&dav, &loc, req, false).await,
-        "PUT" => put(&dav, &loc, req).await,
-        "DELETE" => delete(&dav, &loc, req).await,
-        "COPY" => copy_or_move(&dav, &loc, req, false).await,
-        "MOVE" => copy_or_move(&dav, &loc, req, true).await,
-        "LOCK" => lock(&dav, &loc, req).await,
-        "UNLOCK" => unlock(&dav, &loc, req).await,
+        // TUS discovery and creation (crate::tus) share the WebDAV roots.
+        "OPTIONS" => Ok(crate::tus::advertise(&dav.gateway, &loc.space_id, options()).await),
+        "POST" if req.headers().contains_key("tus-resumable") => {
+            let collection = crate::tus::Collection {
+                space_id: &loc.space_id,
+                path: loc.path.as_str(),
+                lock_tokens: &loc.tokens,
+            };
+            Ok(crate::tus::create(&dav.gateway, &dav.users_data, collection, req).await)
+        }
+        "PROPFIND" => propfind(dav, &loc, req).await,
+        "PROPPATCH" => proppatch(dav, &loc, req).await,
+        "MKCOL" => mkcol(dav, &loc, req).await,
+        "GET" => get(dav, &loc, req, true).await,
+        "HEAD" => get(dav, &loc, req, false).await,
+        "PUT" => put(dav, &loc, req).await,
+        "DELETE" => delete(dav, &loc, req).await,
+        "COPY" => copy_or_move(dav, &loc, req, false).await,
+        "MOVE" => copy_or_move(dav, &loc, req, true).await,
+        "LOCK" => lock(dav, &loc, req).await,
+        "UNLOCK" => unlock(dav, &loc, req).await,
         _ => Err(dav_error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method not supported here",
+            None,
+        )),
+    };
+    result.unwrap_or_else(|r| r)
+}
+
+/// The share jail's virtual folder (`Shares/`, or the Shares space's root): it lists the
+/// mounts and takes no writes.
+async fn jail_root(dav: &Dav, loc: &Location, req: Request) -> Response {
+    let result = match req.method().as_str() {
+        "OPTIONS" => Ok(options()),
+        "PROPFIND" => {
+            let path = crate::jail::root_path(loc);
+            match crate::jail::mounts(&dav.gateway, path).await {
+                Ok(mounts) => {
+                    let folder = crate::jail::folder(path, &mounts);
+                    propfind_virtual(dav, loc, req, folder, mounts).await
+                }
+                Err(resp) => Err(resp),
+            }
+        }
+        _ => Err(dav_error(
+            StatusCode::FORBIDDEN,
+            "the Shares folder holds only what others share with you",
             None,
         )),
     };
@@ -291,6 +354,7 @@ fn locate(raw: &str, who: &Identity) -> Result<Location, Response> {
         space_id,
         path,
         tokens: Vec::new(),
+        base: String::new(),
     })
 }
 
@@ -352,7 +416,8 @@ fn depth(headers: &HeaderMap, default: Depth) -> Result<Depth, Response> {
     }
 }
 
-async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
+/// A PROPFIND's depth (0 or 1) and what it asks for.
+async fn propfind_query(req: Request) -> Result<(Depth, Propfind), Response> {
     let depth = depth(req.headers(), Depth::Infinity)?;
     if depth == Depth::Infinity {
         return Err(dav_error(
@@ -364,6 +429,28 @@ async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, R
     let body = xml_body(req).await?;
     let query = dav::parse_propfind(&body)
         .map_err(|e| dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None))?;
+    Ok((depth, query))
+}
+
+/// A PROPFIND answered from nodes another module made up (the share jail's folder).
+async fn propfind_virtual(
+    dav: &Dav,
+    loc: &Location,
+    req: Request,
+    folder: Node,
+    members: Vec<Node>,
+) -> Result<Response, Response> {
+    let (depth, query) = propfind_query(req).await?;
+    let members = if depth == Depth::Zero {
+        Vec::new()
+    } else {
+        members
+    };
+    propfind_answer(dav, loc, &query, folder, members, None).await
+}
+
+async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
+    let (depth, query) = propfind_query(req).await?;
     let with_props =
         !matches!(&query, Propfind::Prop(names) if names.iter().all(|n| n.live().is_some()));
     let with_locks = matches!(&query, Propfind::Prop(names) if names.iter().any(|n| n.live() == Some(LiveProp::LockDiscovery)));
@@ -389,7 +476,12 @@ async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, R
             .await
             .map_err(grpc_error)?
             .into_inner();
-        (list.node.unwrap_or_default(), list.children)
+        let mut children = list.children;
+        // The caller's home lists the folder its shares are mounted in.
+        if let Some(shares) = crate::jail::home_entry(&dav.gateway, loc).await {
+            children.push(shares);
+        }
+        (list.node.unwrap_or_default(), children)
     };
     let quota = if wants_quota(&query) {
         client
@@ -402,11 +494,40 @@ async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, R
     } else {
         None
     };
+    propfind_answer(dav, loc, &query, node, children, quota).await
+}
+
+/// The multistatus for `node` and its `children`.
+async fn propfind_answer(
+    dav: &Dav,
+    loc: &Location,
+    query: &Propfind,
+    mut node: Node,
+    mut children: Vec<Node>,
+    quota: Option<Space>,
+) -> Result<Response, Response> {
+    let wants_share_types = matches!(query, Propfind::Prop(names) if names.iter().any(|n| n.live() == Some(LiveProp::OcShareTypes)));
+    if wants_share_types {
+        // One lookup for the whole answer; `live` finds each node's types among its props.
+        let types = crate::jail::share_types(&dav.gateway)
+            .await
+            .map_err(grpc_error)?;
+        for n in std::iter::once(&mut node).chain(children.iter_mut()) {
+            if let Some(xml) = types.get(&n.id) {
+                let name = PropName::OC_SHARE_TYPES;
+                n.props.push(Property {
+                    namespace: name.ns.to_string(),
+                    name: name.local.to_string(),
+                    value: xml.clone(),
+                });
+            }
+        }
+    }
     let mut ms = Multistatus::with_capacity(512 * (children.len() + 1));
     for n in std::iter::once(&node).chain(children.iter()) {
         let href = loc.href(&n.path, n.is_dir);
         let mut resp = ms.response(&href);
-        render(&mut resp, n, &query, quota.as_ref(), loc);
+        render(&mut resp, n, query, quota.as_ref(), loc);
         resp.finish();
     }
     Ok(multistatus(ms.finish()))
@@ -521,7 +642,16 @@ fn live(
         LiveProp::OcSpaceId => resp.text(&name, &n.space_id),
         LiveProp::OcFileParent if !n.parent_id.is_empty() => resp.text(&name, &n.parent_id),
         LiveProp::OcName => resp.text(&name, &n.name),
-        LiveProp::OcPermissions => resp.text(&name, if n.is_dir { "RDNVCKZP" } else { "RDNVWZP" }),
+        LiveProp::OcPermissions => resp.text(&name, &crate::jail::dav_permissions(n)),
+        // Put among the props by `propfind_answer` when asked for: only shared nodes have it.
+        LiveProp::OcShareTypes => match n
+            .props
+            .iter()
+            .find(|d| d.namespace == name.ns && d.name == name.local)
+        {
+            Some(d) => resp.raw(&name, &d.value),
+            None => resp.not_found(&name),
+        },
         LiveProp::OcSize => resp.number(&name, n.size),
         LiveProp::OcFavorite => resp.number(&name, 0),
         LiveProp::OcOwnerId if !n.owner_id.is_empty() => resp.text(&name, &n.owner_id),
@@ -557,7 +687,7 @@ fn live(
 }
 
 /// A content type from the file name: enough for browsers and clients that preview.
-fn content_type(name: &str) -> &'static str {
+pub(crate) fn content_type(name: &str) -> &'static str {
     let ext = name
         .rsplit_once('.')
         .map(|(_, e)| e.to_ascii_lowercase())
@@ -824,12 +954,33 @@ async fn get(
         header::CONTENT_TYPE,
         HeaderValue::from_static(content_type(&node.name)),
     );
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(&node.name)) {
+        hm.insert(header::CONTENT_DISPOSITION, v);
+    }
     if !node.sha1.is_empty()
         && let Ok(v) = HeaderValue::from_str(&format!("SHA1:{}", node.sha1))
     {
         hm.insert(HeaderName::from_static("oc-checksum"), v);
     }
     Ok(resp)
+}
+
+/// `Content-Disposition` of a download, as oCIS sends it (CLIENT_PROTOCOL.md §6): the exact
+/// name in RFC 8187 `filename*`, and an ASCII-only `filename` for agents that ignore it.
+fn content_disposition(name: &str) -> String {
+    let mut exact = String::new();
+    dav::encode_segment(name, &mut exact);
+    let fallback: String = name
+        .chars()
+        .map(|c| {
+            if c == ' ' || (c.is_ascii_graphic() && c != '"' && c != '\\') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("attachment; filename*=UTF-8''{exact}; filename=\"{fallback}\"")
 }
 
 fn internal(e: &dyn std::fmt::Display) -> Response {
@@ -904,6 +1055,7 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
             length,
             checksum,
             lock_tokens: loc.tokens.clone(),
+            resumable: false,
         })
         .await
         .map_err(|s| match ErrorKind::of(&s) {
@@ -1018,7 +1170,7 @@ async fn copy_or_move(
         .ok_or_else(|| dav_error(StatusCode::UNAUTHORIZED, "no caller identity", None))?;
     let mut raw = String::new();
     dav::encode_path(dest_path.as_str(), &mut raw);
-    let dest_loc = locate(&raw, &who)?;
+    let dest_loc = crate::jail::enter_destination(&dav.gateway, locate(&raw, &who)?).await?;
     if dest_loc.space_id != loc.space_id {
         return Err(dav_error(
             StatusCode::BAD_GATEWAY,
@@ -1221,4 +1373,24 @@ async fn unlock(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Res
             _ => grpc_error(s),
         })?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_disposition_keeps_the_exact_name_and_an_ascii_fallback() {
+        assert_eq!(
+            content_disposition("remote-new.txt"),
+            "attachment; filename*=UTF-8''remote-new.txt; filename=\"remote-new.txt\""
+        );
+        let v = content_disposition("nötë #1 \"q\".md");
+        assert_eq!(
+            v,
+            "attachment; filename*=UTF-8''n%C3%B6t%C3%AB%20%231%20%22q%22.md; \
+             filename=\"n_t_ #1 _q_.md\""
+        );
+        assert!(HeaderValue::from_str(&v).is_ok());
+    }
 }

@@ -5,7 +5,8 @@
 //! routing costs no lookup. The caller's identity travels with the forwarded call and the
 //! provider checks it against the space on every call; the gateway refuses anonymous calls
 //! and operations spanning two providers before anything is forwarded. The `Users` API is
-//! forwarded to storage-system the same way, so the frontend has one API to call.
+//! forwarded to storage-system the same way, so the frontend has one API to call, and the
+//! `Sharing` API to the sharing service (`sharing`: it stats what is to be shared first).
 
 use arca_proto::ErrorKind;
 use arca_proto::ids::{parse_node_id, parse_space_id};
@@ -17,6 +18,8 @@ use arca_proto::v1::*;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
 use arca_transport::Channel;
 use tonic::{Request, Response, Status};
+
+mod sharing;
 
 /// The gateway service.
 pub struct Gateway;
@@ -42,8 +45,17 @@ impl Service for Gateway {
             let users = UsersApi {
                 system: ctx.channel("storage-system"),
             };
+            // Sharing calls stat through the same routing as the Storage API (see `sharing`).
+            let shares = sharing::SharingApi {
+                sharing: ctx.channel("sharing"),
+                storage: GatewayApi {
+                    users: ctx.channel("storage-users"),
+                    system: ctx.channel("storage-system"),
+                },
+            };
             let router = tonic::service::Routes::new(StorageServer::new(api))
                 .add_service(UsersServer::new(users))
+                .add_service(arca_proto::v1::sharing_server::SharingServer::new(shares))
                 .into_axum_router();
             // Nothing of its own to open: the gateway holds no state, only routes calls.
             ctx.set_ready();
@@ -136,6 +148,26 @@ impl Storage for GatewayApi {
         req: Request<CreateSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
         forward!(self, req, create_space, USERS_PROVIDER)
+    }
+
+    async fn update_space(
+        &self,
+        req: Request<UpdateSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        let provider = parse_space_id(&req.get_ref().space_id)
+            .map(|(p, _)| p)
+            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        forward!(self, req, update_space, provider)
+    }
+
+    async fn delete_space(
+        &self,
+        req: Request<DeleteSpaceRequest>,
+    ) -> Result<Response<DeleteSpaceResponse>, Status> {
+        let provider = parse_space_id(&req.get_ref().space_id)
+            .map(|(p, _)| p)
+            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        forward!(self, req, delete_space, provider)
     }
 
     async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
@@ -267,5 +299,106 @@ impl Users for UsersApi {
         req: Request<DeleteUserRequest>,
     ) -> Result<Response<DeleteUserResponse>, Status> {
         forward_users!(self, req, delete_user)
+    }
+
+    async fn create_group(
+        &self,
+        req: Request<CreateGroupRequest>,
+    ) -> Result<Response<Group>, Status> {
+        forward_users!(self, req, create_group)
+    }
+
+    async fn get_group(&self, req: Request<GetGroupRequest>) -> Result<Response<Group>, Status> {
+        forward_users!(self, req, get_group)
+    }
+
+    async fn list_groups(
+        &self,
+        req: Request<ListGroupsRequest>,
+    ) -> Result<Response<ListGroupsResponse>, Status> {
+        forward_users!(self, req, list_groups)
+    }
+
+    async fn update_group(
+        &self,
+        req: Request<UpdateGroupRequest>,
+    ) -> Result<Response<Group>, Status> {
+        forward_users!(self, req, update_group)
+    }
+
+    async fn delete_group(
+        &self,
+        req: Request<DeleteGroupRequest>,
+    ) -> Result<Response<DeleteGroupResponse>, Status> {
+        forward_users!(self, req, delete_group)
+    }
+
+    async fn add_member(
+        &self,
+        req: Request<AddMemberRequest>,
+    ) -> Result<Response<AddMemberResponse>, Status> {
+        forward_users!(self, req, add_member)
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<RemoveMemberRequest>,
+    ) -> Result<Response<RemoveMemberResponse>, Status> {
+        forward_users!(self, req, remove_member)
+    }
+
+    async fn list_members(
+        &self,
+        req: Request<ListMembersRequest>,
+    ) -> Result<Response<ListUsersResponse>, Status> {
+        forward_users!(self, req, list_members)
+    }
+
+    async fn list_user_groups(
+        &self,
+        req: Request<ListUserGroupsRequest>,
+    ) -> Result<Response<ListGroupsResponse>, Status> {
+        forward_users!(self, req, list_user_groups)
+    }
+
+    async fn create_app_token(
+        &self,
+        req: Request<CreateAppTokenRequest>,
+    ) -> Result<Response<CreateAppTokenResponse>, Status> {
+        forward_users!(self, req, create_app_token)
+    }
+
+    async fn list_app_tokens(
+        &self,
+        req: Request<ListAppTokensRequest>,
+    ) -> Result<Response<ListAppTokensResponse>, Status> {
+        forward_users!(self, req, list_app_tokens)
+    }
+
+    async fn delete_app_token(
+        &self,
+        req: Request<DeleteAppTokenRequest>,
+    ) -> Result<Response<DeleteAppTokenResponse>, Status> {
+        forward_users!(self, req, delete_app_token)
+    }
+
+    /// The credential feed is between proxies and storage-system; never offered here.
+    type WatchCredentialsStream =
+        tonic::codegen::tokio_stream::Empty<Result<CredentialEvent, Status>>;
+
+    async fn watch_credentials(
+        &self,
+        _req: Request<WatchCredentialsRequest>,
+    ) -> Result<Response<Self::WatchCredentialsStream>, Status> {
+        Err(ErrorKind::PermissionDenied
+            .status("the credential feed is not offered through the gateway"))
+    }
+
+    async fn ack_credentials(
+        &self,
+        _req: Request<AckCredentialsRequest>,
+    ) -> Result<Response<AckCredentialsResponse>, Status> {
+        Err(ErrorKind::PermissionDenied
+            .status("the credential feed is not offered through the gateway"))
     }
 }

@@ -3,6 +3,7 @@
 
 mod error;
 pub mod ids;
+pub mod principals;
 
 pub use error::ErrorKind;
 

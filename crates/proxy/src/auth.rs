@@ -3,27 +3,47 @@
 //!
 //! The cache key is an HMAC of the credential under a key that lives only in this process's
 //! memory, so neither the cache nor a heap dump holds a password or a reusable hash of one.
+//!
+//! Invalidation: the proxy subscribes to storage-system's credential change feed
+//! (`WatchCredentials`) and drops a user's entries when the feed says the user changed (new
+//! password, deleted, app token revoked, groups changed), acknowledging each change; the change
+//! answers its own caller only after that acknowledgement, so the next request already misses
+//! the cache. Nothing is asked per request. While the feed is not subscribed (at start, after
+//! the stream broke, until a resubscription succeeds) nothing is served from the cache and
+//! nothing is added to it: every request is verified by storage-system.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
-use arca_proto::v1::AuthenticateRequest;
 use arca_proto::v1::users_client::UsersClient;
+use arca_proto::v1::{
+    AckCredentialsRequest, AuthenticateRequest, CredentialEventKind, WatchCredentialsRequest,
+};
 use arca_runtime::{Identity, TokenSigner};
 use arca_transport::Channel;
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use http::HeaderValue;
+use tokio::sync::watch;
 
-/// How long a verified credential is trusted without asking the users service again. Short:
-/// a changed password or a removed user stops working within this time everywhere.
+/// How long a verified credential is trusted without asking the users service again. The
+/// change feed ends entries early; this bounds what a feed that misses an event could cost.
 const CACHE_TTL: Duration = Duration::from_secs(30);
 /// Identity tokens outlive a request but not a session; re-signed from the cache well before.
 const TOKEN_TTL: Duration = Duration::from_secs(600);
 /// Entries kept at most; the map is cleared of expired entries when it grows past this.
 const CACHE_MAX: usize = 10_000;
+/// The purpose of the tokens this proxy signs to read the credential feed (storage-system
+/// checks the same string).
+const WATCH_PURPOSE: &str = "credentials-watch";
+/// storage-system sends a heartbeat every 5 s; this much silence means the stream is dead
+/// even if no connection error says so (a peer that vanished without a reset).
+const FEED_SILENCE: Duration = Duration::from_secs(15);
+/// Resubscription backoff: doubling from the first to the last value.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 pub(crate) enum AuthError {
     /// No or unusable credentials: answer 401 with challenges.
@@ -40,28 +60,107 @@ pub(crate) struct Authenticator {
     users: Channel,
     signer: TokenSigner,
     cache_key: Arc<[u8]>,
-    cache: Arc<Mutex<HashMap<[u8; 32], Cached>>>,
+    cache: Arc<Mutex<Cache>>,
     throttle: crate::throttle::Throttle,
+    /// Dropped with the last clone of the authenticator, which stops the feed subscription.
+    _feed: Arc<watch::Sender<()>>,
 }
 
 #[derive(Clone)]
 struct Cached {
     token: HeaderValue,
     until: Instant,
+    user_id: String,
+}
+
+/// The verified credentials, and what decides whether they may be used and added to.
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<[u8; 32], Cached>,
+    /// The change feed is subscribed: entries are trustworthy.
+    live: bool,
+    /// Counts invalidations. A lookup that started at epoch E is cached only if no
+    /// invalidation that could concern it came after E: otherwise the change may have
+    /// committed after storage-system answered, and the answer is already stale.
+    epoch: u64,
+    /// User id → the epoch of the last invalidation of that user.
+    invalidated: HashMap<String, u64>,
+    /// The epoch of the last whole-cache invalidation.
+    reset_at: u64,
+}
+
+impl Cache {
+    fn get(&self, key: &[u8; 32]) -> Option<HeaderValue> {
+        if !self.live {
+            return None;
+        }
+        self.entries
+            .get(key)
+            .filter(|c| c.until > Instant::now())
+            .map(|c| c.token.clone())
+    }
+
+    fn insert(&mut self, key: [u8; 32], entry: Cached, started: u64) {
+        let stale = !self.live
+            || self.reset_at > started
+            || self
+                .invalidated
+                .get(&entry.user_id)
+                .is_some_and(|&at| at > started);
+        if stale {
+            return;
+        }
+        if self.entries.len() >= CACHE_MAX {
+            let now = Instant::now();
+            self.entries.retain(|_, c| c.until > now);
+        }
+        self.entries.insert(key, entry);
+    }
+
+    fn forget_user(&mut self, user_id: &str) {
+        self.epoch += 1;
+        self.entries.retain(|_, c| c.user_id != user_id);
+        if self.invalidated.len() >= CACHE_MAX {
+            // Bounded memory: forgetting who was invalidated when is safe if every lookup
+            // in flight is treated as stale.
+            self.invalidated.clear();
+            self.reset_at = self.epoch;
+        }
+        self.invalidated.insert(user_id.to_owned(), self.epoch);
+    }
+
+    fn forget_all(&mut self, live: bool) {
+        self.epoch += 1;
+        self.entries.clear();
+        self.invalidated.clear();
+        self.reset_at = self.epoch;
+        self.live = live;
+    }
 }
 
 impl Authenticator {
+    /// Also subscribes to the credential feed of `users` (storage-system), in a task that
+    /// lives as long as the authenticator.
     pub(crate) fn new(
         users: Channel,
         signer: TokenSigner,
         throttle: crate::throttle::Throttle,
     ) -> Self {
+        let cache: Arc<Mutex<Cache>> = Arc::default();
+        let (stop, stopped) = watch::channel(());
+        tokio::spawn(follow_feed(
+            users.clone(),
+            signer.clone(),
+            cache.clone(),
+            stopped,
+        ));
         Self {
             users,
             signer,
             cache_key: arca_config::generate_secret(32).into_bytes().into(),
-            cache: Arc::default(),
+            cache,
             throttle,
+            _feed: Arc::new(stop),
         }
     }
 
@@ -73,7 +172,7 @@ impl Authenticator {
     ) -> Result<HeaderValue, AuthError> {
         let (username, password) = basic_credentials(authorization).ok_or(AuthError::Missing)?;
         let key = self.key(&username, &password);
-        if let Some(token) = self.cached(&key) {
+        if let Some(token) = self.lock().get(&key) {
             return Ok(token);
         }
         let mut keys = vec![format!("user:{username}")];
@@ -83,6 +182,7 @@ impl Authenticator {
         if let Some(wait) = self.throttle.blocked(&keys) {
             return Err(AuthError::Throttled(wait));
         }
+        let started = self.lock().epoch;
         let mut client = UsersClient::new(self.users.clone());
         let user = match client
             .authenticate(AuthenticateRequest { username, password })
@@ -101,6 +201,15 @@ impl Authenticator {
                 });
             }
         };
+        // An app token that expires sooner than the cache entry would ends the entry with it.
+        let mut until = Instant::now() + CACHE_TTL;
+        if user.credential_expires != 0 {
+            let left = (UNIX_EPOCH + Duration::from_secs(user.credential_expires))
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            until = until.min(Instant::now() + left);
+        }
+        let user_id = user.id.clone();
         let identity = Identity {
             id: user.id,
             username: user.username,
@@ -111,27 +220,20 @@ impl Authenticator {
         let token = self.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
         let token = HeaderValue::from_str(&token)
             .map_err(|_| AuthError::Unavailable("token encoding".into()))?;
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= CACHE_MAX {
-            let now = Instant::now();
-            cache.retain(|_, c| c.until > now);
-        }
-        cache.insert(
+        self.lock().insert(
             key,
             Cached {
                 token: token.clone(),
-                until: Instant::now() + CACHE_TTL,
+                until,
+                user_id,
             },
+            started,
         );
         Ok(token)
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<HeaderValue> {
-        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache
-            .get(key)
-            .filter(|c| c.until > Instant::now())
-            .map(|c| c.token.clone())
+    fn lock(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn key(&self, username: &str, password: &str) -> [u8; 32] {
@@ -142,6 +244,137 @@ impl Authenticator {
         mac.update(password.as_bytes());
         mac.finalize().into_bytes().into()
     }
+}
+
+/// Claims of a feed subscription token: only who is asking, for the logs.
+#[derive(serde::Serialize)]
+struct WatchClaims {
+    sub: &'static str,
+}
+
+fn watch_token(signer: &TokenSigner) -> String {
+    signer.sign(
+        WATCH_PURPOSE,
+        &WatchClaims { sub: "proxy" },
+        Duration::from_secs(60),
+    )
+}
+
+fn lock_cache(cache: &Mutex<Cache>) -> MutexGuard<'_, Cache> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Keeps the feed subscribed until `stop`'s sender is dropped: subscribes, applies events,
+/// and after any loss clears the cache and resubscribes with backoff.
+async fn follow_feed(
+    users: Channel,
+    signer: TokenSigner,
+    cache: Arc<Mutex<Cache>>,
+    mut stop: watch::Receiver<()>,
+) {
+    let mut backoff = BACKOFF_MIN;
+    let mut was_live = false;
+    loop {
+        let outcome = tokio::select! {
+            _ = stop.changed() => return,
+            outcome = subscription(&users, &signer, &cache) => outcome,
+        };
+        // Whatever ended the subscription, changes may now go unseen: trust nothing cached.
+        lock_cache(&cache).forget_all(false);
+        let Lost { subscribed, why } = outcome;
+        if subscribed {
+            backoff = BACKOFF_MIN;
+        }
+        if was_live || subscribed {
+            tracing::warn!(error = %why, "credential feed lost; logins are verified uncached until it is back");
+        } else {
+            tracing::debug!(error = %why, "credential feed not subscribed yet");
+        }
+        was_live = false;
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// Why a subscription ended, and whether it had got as far as SUBSCRIBED.
+struct Lost {
+    subscribed: bool,
+    why: String,
+}
+
+/// One subscription, from the call to the end of its stream.
+async fn subscription(users: &Channel, signer: &TokenSigner, cache: &Mutex<Cache>) -> Lost {
+    let lost = |subscribed: bool, why: String| Lost { subscribed, why };
+    let mut client = UsersClient::new(users.clone());
+    let mut stream = match client
+        .watch_credentials(WatchCredentialsRequest {
+            token: watch_token(signer),
+        })
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => return lost(false, s.message().to_owned()),
+    };
+    let mut subscription = None;
+    loop {
+        let event = match tokio::time::timeout(FEED_SILENCE, stream.message()).await {
+            Err(_) => {
+                return lost(
+                    subscription.is_some(),
+                    format!("no event for {FEED_SILENCE:?}"),
+                );
+            }
+            Ok(Err(s)) => return lost(subscription.is_some(), s.message().to_owned()),
+            Ok(Ok(None)) => return lost(subscription.is_some(), "the stream ended".into()),
+            Ok(Ok(Some(e))) => e,
+        };
+        match CredentialEventKind::try_from(event.kind) {
+            Ok(CredentialEventKind::Subscribed) => {
+                // Whatever happened before now is unknown: start empty, and live.
+                lock_cache(cache).forget_all(true);
+                tracing::info!(
+                    generation = event.generation,
+                    "subscribed to credential changes"
+                );
+                subscription = Some(event.subscription);
+            }
+            Ok(CredentialEventKind::Changed) => {
+                lock_cache(cache).forget_user(&event.user_id);
+                acknowledge(users, signer, subscription.as_deref(), event.generation);
+            }
+            Ok(CredentialEventKind::Reset) => {
+                let live = subscription.is_some();
+                lock_cache(cache).forget_all(live);
+                acknowledge(users, signer, subscription.as_deref(), event.generation);
+            }
+            Ok(CredentialEventKind::Heartbeat) => {}
+            // A newer storage-system's event kind: the safe reading is "anything changed".
+            Err(_) => lock_cache(cache).forget_all(subscription.is_some()),
+        }
+    }
+}
+
+/// Tells storage-system an event was applied; off the feed's path, so a slow answer never
+/// delays the next event.
+fn acknowledge(users: &Channel, signer: &TokenSigner, subscription: Option<&str>, generation: u64) {
+    let Some(subscription) = subscription else {
+        return;
+    };
+    let request = AckCredentialsRequest {
+        token: watch_token(signer),
+        subscription: subscription.to_owned(),
+        generation,
+    };
+    let mut client = UsersClient::new(users.clone());
+    tokio::spawn(async move {
+        if let Err(s) = client.ack_credentials(request).await {
+            // The change waits for us only briefly; a lost stream is noticed by the feed loop.
+            tracing::debug!(error = %s.message(), "acknowledging a credential change failed");
+        }
+    });
 }
 
 /// `Basic base64(user:pass)` → (user, pass); the password may contain ':'.
@@ -162,6 +395,62 @@ fn basic_credentials(value: Option<&HeaderValue>) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(user: &str) -> Cached {
+        Cached {
+            token: HeaderValue::from_static("t"),
+            until: Instant::now() + Duration::from_secs(60),
+            user_id: user.into(),
+        }
+    }
+
+    #[test]
+    fn nothing_is_served_or_kept_while_the_feed_is_down() {
+        let mut c = Cache::default();
+        let started = c.epoch;
+        c.insert([1; 32], entry("u1"), started);
+        assert!(c.get(&[1; 32]).is_none(), "not live yet: nothing kept");
+        c.forget_all(true);
+        let started = c.epoch;
+        c.insert([1; 32], entry("u1"), started);
+        assert!(c.get(&[1; 32]).is_some());
+        c.forget_all(false);
+        assert!(c.get(&[1; 32]).is_none());
+        c.forget_all(true);
+        assert!(c.get(&[1; 32]).is_none(), "a lost feed emptied the cache");
+    }
+
+    #[test]
+    fn a_change_evicts_its_user_and_stale_answers_are_not_cached() {
+        let mut c = Cache::default();
+        c.forget_all(true);
+        let started = c.epoch;
+        c.insert([1; 32], entry("u1"), started);
+        c.insert([2; 32], entry("u2"), started);
+        c.forget_user("u1");
+        assert!(c.get(&[1; 32]).is_none());
+        assert!(c.get(&[2; 32]).is_some());
+
+        // A lookup for u2 that started before u2 changed answers with the old state.
+        let started = c.epoch;
+        c.forget_user("u2");
+        c.insert([3; 32], entry("u2"), started);
+        assert!(c.get(&[3; 32]).is_none(), "stale answer cached");
+        // Another user's change does not spoil it.
+        let started = c.epoch;
+        c.forget_user("u3");
+        c.insert([4; 32], entry("u2"), started);
+        assert!(c.get(&[4; 32]).is_some());
+        // Neither does a change of the same user that came before the lookup started.
+        let started = c.epoch;
+        c.insert([5; 32], entry("u2"), started);
+        assert!(c.get(&[5; 32]).is_some());
+        // A resubscription in between spoils every lookup that started before it.
+        let started = c.epoch;
+        c.forget_all(true);
+        c.insert([6; 32], entry("u9"), started);
+        assert!(c.get(&[6; 32]).is_none());
+    }
 
     #[test]
     fn parses_basic_credentials() {

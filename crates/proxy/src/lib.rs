@@ -2,12 +2,20 @@
 //!
 //! It streams request and response bodies through without buffering, gives every request an
 //! id (`X-Request-Id`, kept when the client sent a sane one), and writes one access-log line per
-//! request. It authenticates every request but the anonymous ones (`/status.php`) and hands
-//! the frontend a signed identity token in place of the client's credentials; TLS, OIDC, app
-//! tokens and limits arrive with the rest of the identity work.
+//! request. It authenticates every request but the anonymous ones (`/status.php`) and CORS
+//! preflights, with HTTP Basic or an OIDC Bearer token, and hands the frontend a signed
+//! identity token in place of the client's credentials.
+//!
+//! As the public edge it also speaks TLS when given a certificate ([`tls`]), bounds what one
+//! client can make it hold ([`limits`]: head size, body size, slow or idle connections) and
+//! answers browsers' cross-origin questions ([`cors`]).
 
 mod auth;
+mod cors;
+mod limits;
+mod oidc;
 mod throttle;
+pub mod tls;
 
 use std::time::Instant;
 
@@ -24,6 +32,12 @@ use tower::ServiceExt;
 pub struct Proxy {
     public: Endpoint,
     throttle: throttle::Throttle,
+    /// How the public listener is served; an error here was already reported by [`check`]
+    /// before anything bound, so `run` only repeats it.
+    edge: Result<arca_transport::ServeOptions, String>,
+    limits: arca_config::ProxyLimits,
+    cors: cors::Cors,
+    oidc: Option<arca_config::ProxyOidc>,
 }
 
 impl Proxy {
@@ -34,8 +48,21 @@ impl Proxy {
                 config.proxy.auth.max_failures,
                 config.proxy.auth.window,
             ),
+            edge: tls::edge_options(config),
+            limits: config.proxy.limits.clone(),
+            cors: cors::Cors::new(&config.proxy.cors.allowed_origins),
+            oidc: config.proxy.oidc.clone(),
         }
     }
+}
+
+/// What of the proxy's configuration can only be checked by reading files (the TLS
+/// certificate and key): one line naming the key, for `arca` to refuse to start with.
+pub fn check(config: &arca_config::Config) -> Result<(), String> {
+    if config.hosts("proxy") {
+        tls::edge_options(config)?;
+    }
+    Ok(())
 }
 
 impl Service for Proxy {
@@ -54,6 +81,19 @@ impl Service for Proxy {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
+            let edge = self.edge?;
+            let oidc = match &self.oidc {
+                Some(config) => {
+                    let oidc = oidc::Oidc::new(
+                        config,
+                        ctx.channel("storage-system"),
+                        ctx.signer().clone(),
+                    )?;
+                    ctx.spawn(oidc.clone().keep_keys(ctx.shutdown()));
+                    Some(oidc)
+                }
+                None => None,
+            };
             let state = ProxyState {
                 frontend: ctx.channel("frontend"),
                 auth: auth::Authenticator::new(
@@ -61,10 +101,16 @@ impl Service for Proxy {
                     ctx.signer().clone(),
                     self.throttle,
                 ),
+                oidc,
+                cors: self.cors,
+                max_header_bytes: self.limits.max_header_bytes,
+                max_body_bytes: self.limits.max_body_bytes,
+                https: edge.tls.is_some(),
             };
             let public = Router::new().fallback(forward).with_state(state);
             ctx.set_ready();
-            ctx.serve_with_public(Router::new(), Some(public)).await
+            ctx.serve_public_with(Router::new(), Some(public), edge)
+                .await
         })
     }
 }
@@ -86,12 +132,39 @@ const HOP_BY_HOP: [&str; 8] = [
 struct ProxyState {
     frontend: Channel,
     auth: auth::Authenticator,
+    oidc: Option<oidc::Oidc>,
+    cors: cors::Cors,
+    max_header_bytes: u64,
+    max_body_bytes: Option<u64>,
+    /// The public listener speaks TLS: the frontend is told so (`X-Forwarded-Proto`).
+    https: bool,
 }
 
 /// Paths anyone may reach: clients read them before they log in.
 fn is_anonymous(path: &str) -> bool {
     path == "/status.php"
+        // OCS capabilities: oCIS answers them without authentication (nothing in them is
+        // about the caller); every other OCS path stays authenticated.
+        || path == "/ocs/v1.php/cloud/capabilities"
+        || path == "/ocs/v2.php/cloud/capabilities"
+        // Upload URLs (TUS `Location`): the signed token in the path authorises by itself, as
+        // in oCIS; clients may or may not send their credentials along.
+        || path.starts_with("/data/")
+        || is_public_link(path)
 }
+
+/// Public links: the token in the path is the credential. A link's password comes as HTTP
+/// Basic with any user name (as ownCloud clients send it), which is no login: it goes to the
+/// frontend untouched, and the sharing service checks it and throttles wrong ones.
+fn is_public_link(path: &str) -> bool {
+    path.starts_with("/s/")
+        || path.starts_with("/remote.php/dav/public-files/")
+        || path.starts_with("/dav/public-files/")
+}
+
+/// The client's address as the proxy saw it, for the frontend (public links throttle wrong
+/// passwords per address). Only the proxy sets it: a client's own value is dropped.
+const CLIENT_ADDR_HEADER: &str = "x-arca-client-addr";
 
 async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response {
     let start = Instant::now();
@@ -104,38 +177,12 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
     let method = req.method().clone();
     // The path only: queries can carry tokens, and access logs outlive them.
     let path = req.uri().path().to_owned();
+    let origin = state.cors.allowed_origin(req.headers());
 
-    let mut response = if is_anonymous(&path) {
-        send(&state.frontend, req).await
-    } else {
-        let authorization = req.headers().get(header::AUTHORIZATION);
-        let peer = req
-            .extensions()
-            .get::<arca_transport::PeerAddr>()
-            .and_then(|p| p.0)
-            .map(|a| a.ip());
-        match state.auth.authenticate(authorization, peer).await {
-            Ok(token) => {
-                req.headers_mut().remove(header::AUTHORIZATION);
-                req.headers_mut().insert(IDENTITY_HEADER, token);
-                send(&state.frontend, req).await
-            }
-            Err(auth::AuthError::Missing | auth::AuthError::Invalid) => challenge(req.headers()),
-            Err(auth::AuthError::Throttled(wait)) => {
-                let secs = wait.as_secs().max(1);
-                let body = format!("too many failed logins, retry in {secs}s\n");
-                let mut resp = (StatusCode::TOO_MANY_REQUESTS, body).into_response();
-                resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-                resp
-            }
-            Err(auth::AuthError::Unavailable(why)) => {
-                tracing::warn!(error = %why, "cannot verify credentials");
-                let body = "authentication unavailable, retry later\n";
-                (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-            }
-        }
-    };
+    let mut response = handle(&state, req, &path).await;
+    if let Some(origin) = origin {
+        state.cors.decorate(origin, response.headers_mut());
+    }
     strip_hop_by_hop(response.headers_mut());
     response
         .headers_mut()
@@ -150,6 +197,106 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
     );
     response
 }
+
+/// Limits, then CORS preflight, then authentication, then the frontend.
+async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
+    if let Some(refused) = limits::check_head(&req, state.max_header_bytes) {
+        return refused;
+    }
+    if let Some(answer) = state.cors.preflight(&req) {
+        return answer;
+    }
+    if let Some(max) = state.max_body_bytes
+        && let Some(refused) = limits::check_declared_body(&req, max)
+    {
+        return refused;
+    }
+    // HTTP/2 carries the host in `:authority`; the frontend reads `Host` (WebDAV Destination
+    // checks, absolute URLs), as over HTTP/1.1.
+    if !req.headers().contains_key(header::HOST)
+        && let Some(authority) = req.uri().authority()
+        && let Ok(host) = HeaderValue::from_str(authority.as_str())
+    {
+        req.headers_mut().insert(header::HOST, host);
+    }
+    // Said by the proxy alone: a client's own claim about the scheme is dropped.
+    req.headers_mut().remove(X_FORWARDED_PROTO);
+    req.headers_mut().remove(CLIENT_ADDR_HEADER);
+    if let Some(ip) = req
+        .extensions()
+        .get::<arca_transport::PeerAddr>()
+        .and_then(|p| p.0)
+        .and_then(|a| HeaderValue::from_str(&a.ip().to_string()).ok())
+    {
+        req.headers_mut().insert(CLIENT_ADDR_HEADER, ip);
+    }
+    if state.https {
+        req.headers_mut()
+            .insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
+    }
+
+    if !is_anonymous(path) {
+        let authorization = req.headers().get(header::AUTHORIZATION);
+        let peer = req
+            .extensions()
+            .get::<arca_transport::PeerAddr>()
+            .and_then(|p| p.0)
+            .map(|a| a.ip());
+        let verified = match (oidc::bearer_token(authorization), &state.oidc) {
+            (Some(token), Some(oidc)) => {
+                oidc.authenticate(token).await.map_err(|e| match e {
+                    oidc::BearerError::Invalid(why) => {
+                        // The reason only: the token itself is a credential.
+                        tracing::info!(reason = %why, "refused a Bearer token");
+                        auth::AuthError::Invalid
+                    }
+                    oidc::BearerError::Unavailable(why) => auth::AuthError::Unavailable(why),
+                })
+            }
+            _ => state.auth.authenticate(authorization, peer).await,
+        };
+        match verified {
+            Ok(token) => {
+                req.headers_mut().remove(header::AUTHORIZATION);
+                req.headers_mut().insert(IDENTITY_HEADER, token);
+            }
+            Err(auth::AuthError::Missing | auth::AuthError::Invalid) => {
+                return challenge(req.headers());
+            }
+            Err(auth::AuthError::Throttled(wait)) => {
+                let secs = wait.as_secs().max(1);
+                let body = format!("too many failed logins, retry in {secs}s\n");
+                let mut resp = (StatusCode::TOO_MANY_REQUESTS, body).into_response();
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                return resp;
+            }
+            Err(auth::AuthError::Unavailable(why)) => {
+                tracing::warn!(error = %why, "cannot verify credentials");
+                let body = "authentication unavailable, retry later\n";
+                return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+            }
+        }
+    }
+
+    match state.max_body_bytes {
+        None => send(&state.frontend, req).await,
+        Some(max) => {
+            let (req, tripped) = limits::limit_body(req, max);
+            let response = send(&state.frontend, req).await;
+            // The frontend saw a broken body and answered for that; the client needs to know
+            // why it broke.
+            if tripped.load(std::sync::atomic::Ordering::Acquire) {
+                limits::too_large(max)
+            } else {
+                response
+            }
+        }
+    }
+}
+
+/// Tells the frontend which scheme the client used.
+const X_FORWARDED_PROTO: header::HeaderName = header::HeaderName::from_static("x-forwarded-proto");
 
 /// 401 with the two challenges oCIS sends; the realm is the Host the client used.
 fn challenge(headers: &HeaderMap) -> Response {

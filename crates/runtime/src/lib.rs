@@ -2,11 +2,14 @@
 //! trait every service implements, the per-process debug server and telemetry setup.
 //!
 //! Main types: [`Service`] and its [`Context`], [`Supervisor`] and its [`Outcome`], [`Health`]
-//! (what `/readyz` reports), [`debug::spawn`] and [`telemetry::init`].
+//! (what `/readyz` reports), [`Leases`] (one holder per background job), [`debug::spawn`] and
+//! [`telemetry::init`].
 
 pub mod debug;
+pub mod events;
 mod health;
 mod layers;
+mod lease;
 mod service;
 mod supervisor;
 pub mod telemetry;
@@ -14,6 +17,7 @@ mod token;
 
 pub use health::{Health, Report};
 pub use layers::{Caller, caller};
+pub use lease::{Lease, LeaseGuard, Leases};
 pub use service::{Context, Service, ServiceError};
 pub use supervisor::{Outcome, StartError, Supervisor};
 pub use token::{IDENTITY_PURPOSE, Identity, TokenError, TokenSigner};

@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::health::Health;
 use crate::layers;
+use crate::lease::{Lease, Leases};
 use crate::token::TokenSigner;
 
 /// What a service's `run` may fail with; reported by the supervisor with the service's name.
@@ -50,6 +51,7 @@ pub struct Context {
     pub(crate) signer: TokenSigner,
     pub(crate) internal: Listener,
     pub(crate) public: Vec<Listener>,
+    pub(crate) leases: Leases,
 }
 
 impl Context {
@@ -69,6 +71,12 @@ impl Context {
     /// Signs and verifies identity tokens and transfer grants with the process's secret.
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
+    }
+
+    /// The leader lease of a background job (`"storage-users/orphan-gc"`): at most one holder
+    /// across the processes sharing the lease store runs it. Waiting for it ends at shutdown.
+    pub fn lease(&self, job: &str) -> Lease {
+        self.leases.lease(job, self.shutdown.clone())
     }
 
     /// Declares the service itself ready (its own stores open, its own state loaded).
@@ -126,6 +134,18 @@ impl Context {
         internal: Router,
         public: Option<Router>,
     ) -> Result<(), ServiceError> {
+        self.serve_public_with(internal, public, arca_transport::ServeOptions::default())
+            .await
+    }
+
+    /// [`serve_with_public`](Self::serve_with_public), the public listeners served with
+    /// `edge` (TLS, connection timeouts); the internal endpoint never is.
+    pub async fn serve_public_with(
+        self,
+        internal: Router,
+        public: Option<Router>,
+        edge: arca_transport::ServeOptions,
+    ) -> Result<(), ServiceError> {
         let internal = layers::internal(
             internal,
             self.name,
@@ -133,18 +153,20 @@ impl Context {
             self.signer.clone(),
         );
         let mut servers = Vec::new();
-        servers.push(arca_transport::serve(
+        servers.push(arca_transport::serve_with(
             self.internal,
             internal,
             self.shutdown.clone(),
+            arca_transport::ServeOptions::default(),
         ));
         if let Some(public) = public {
             let public = layers::public(public, self.name);
             for listener in self.public {
-                servers.push(arca_transport::serve(
+                servers.push(arca_transport::serve_with(
                     listener,
                     public.clone(),
                     self.shutdown.clone(),
+                    edge.clone(),
                 ));
             }
         }

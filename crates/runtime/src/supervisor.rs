@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::health::{FAILURES_BEFORE_UNHEALTHY, Health, Phase, elapsed_ms};
+use crate::lease::Leases;
 use crate::service::{Context, Service, ServiceError};
 use crate::token::TokenSigner;
 
@@ -81,6 +82,7 @@ pub struct Supervisor {
     health: Health,
     hub: MemHub,
     signer: TokenSigner,
+    leases: Leases,
 }
 
 struct Running {
@@ -112,7 +114,14 @@ impl Supervisor {
             registry,
             health: Health::default(),
             hub: MemHub::new(),
+            leases: Leases::memory(Duration::from_secs(10)),
         }
+    }
+
+    /// Where services' leader leases live; by default in memory (this process only).
+    pub fn with_leases(mut self, leases: Leases) -> Self {
+        self.leases = leases;
+        self
     }
 
     /// The health state `/readyz` reads; hand it to the debug server before [`run`](Self::run).
@@ -156,6 +165,7 @@ impl Supervisor {
                 registered: registered.clone(),
                 started,
                 signer: self.signer.clone(),
+                leases: self.leases.clone(),
             };
             let exit_tx = exit_tx.clone();
             // The service runs in its own task so that a panic is caught here and reported as
@@ -285,6 +295,7 @@ struct ServiceTask {
     registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>>,
     started: Instant,
     signer: TokenSigner,
+    leases: Leases,
 }
 
 impl ServiceTask {
@@ -352,6 +363,7 @@ impl ServiceTask {
             signer: self.signer.clone(),
             internal,
             public,
+            leases: self.leases.clone(),
         };
         service.run(ctx).await
     }

@@ -1,12 +1,50 @@
 //! arca-sharing: shares and public links, and who may do what because of them.
 //!
-//! Today it serves the probe and is ready while storage-system (where share records live)
-//! answers; the share API arrives with the sharing work.
+//! It serves the `Sharing` API (through the gateway): user and group shares with OCS
+//! permission bits, public links (unguessable tokens, argon2id passwords, expiry, upload-only
+//! drops), recipients' accept/decline, and `Grants`, which storage providers ask on every call
+//! by a caller who does not own the space. It keeps no state of its own: the records live in
+//! storage-system (`ShareRecords`, over gRPC, so this service runs wherever the frontend does),
+//! users and groups come from storage-system's `Users` API, and every answer is computed from
+//! them afresh, so a revoked or narrowed share takes effect on the very next request.
+//!
+//! Share created/updated/removed/accepted/declined and link accessed are published on the
+//! event bus given at construction ([`Sharing::new`]), with ids, actor and time; the service
+//! writes each one to the log too (`arca::events`).
 
-use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
+mod api;
+mod perms;
+mod throttle;
+
+use std::sync::Arc;
+
+use arca_proto::v1::sharing_server::SharingServer;
+use arca_runtime::events::{EventBus, MemoryBus};
+use arca_runtime::{BoxFuture, Context, Service, ServiceError};
+
+pub use api::RETRY_AFTER;
+
+/// Events kept for a listener that falls behind on the in-memory bus.
+const BUS_CAPACITY: usize = 1024;
 
 /// The sharing service.
-pub struct Sharing;
+pub struct Sharing {
+    bus: Arc<dyn EventBus>,
+}
+
+impl Sharing {
+    /// Publishing on `bus`.
+    pub fn new(bus: Arc<dyn EventBus>) -> Self {
+        Self { bus }
+    }
+}
+
+impl Default for Sharing {
+    /// Publishing on an in-memory bus of its own.
+    fn default() -> Self {
+        Self::new(MemoryBus::new(BUS_CAPACITY))
+    }
+}
 
 impl Service for Sharing {
     fn name(&self) -> &'static str {
@@ -19,8 +57,25 @@ impl Service for Sharing {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
+            let config = ctx.config().clone();
+            let api = api::SharingApi {
+                system: ctx.channel("storage-system"),
+                signer: ctx.signer().clone(),
+                auto_accept: config.sharing.auto_accept,
+                bus: self.bus.clone(),
+                throttle: throttle::Throttle::new(
+                    config.proxy.auth.max_failures,
+                    config.proxy.auth.window,
+                ),
+                decoy: Arc::from(api::hash_password(arca_config::generate_secret(16)).await?),
+            };
+            ctx.spawn(arca_runtime::events::log_events(
+                self.bus.as_ref(),
+                ctx.shutdown(),
+            ));
+            let router = tonic::service::Routes::new(SharingServer::new(api)).into_axum_router();
             ctx.set_ready();
-            ctx.serve(Router::new()).await
+            ctx.serve(router).await
         })
     }
 }

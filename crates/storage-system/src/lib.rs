@@ -5,7 +5,15 @@
 //! directory or in the S3 bucket of `storage-system.blobs`) and serves the `Users` API. On
 //! first start it creates the `admin` user with `identity.admin_password`
 //! (`ARCA_ADMIN_PASSWORD`), or with a random password printed once to the log.
+//!
+//! Besides users it keeps groups and app tokens, and feeds proxies the credential changes they
+//! must forget cached logins for (`WatchCredentials`, see `credentials`). [`local`] is the
+//! same user store for `arca users`, which works on the database with no server running.
 
+mod apptokens;
+mod credentials;
+pub mod local;
+mod shares;
 mod users;
 
 use std::sync::Arc;
@@ -35,11 +43,24 @@ impl Service for StorageSystem {
             ))
             .await?;
             ensure_admin(&store, ctx.config().identity.admin_password.clone()).await?;
+            let feed = credentials::Feed::open(store.clone(), ctx.shutdown()).await?;
+            ctx.spawn(feed.clone().poll());
             let api = users::UsersApi {
                 store: store.clone(),
                 decoy: Arc::from(users::hash_password(arca_config::generate_secret(16)).await?),
+                feed,
+                signer: ctx.signer().clone(),
             };
-            let router = tonic::service::Routes::new(UsersServer::new(api)).into_axum_router();
+            let router = tonic::service::Routes::new(UsersServer::new(api))
+                // Share records for the sharing service (see `shares`).
+                .add_service(
+                    arca_proto::v1::share_records_server::ShareRecordsServer::new(
+                        shares::RecordsApi {
+                            store: store.clone(),
+                        },
+                    ),
+                )
+                .into_axum_router();
             ctx.set_ready();
             let result = ctx.serve(router).await;
             store.close().await;

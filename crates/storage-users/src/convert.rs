@@ -25,6 +25,9 @@ pub(crate) fn space(provider: &str, s: &Space) -> v1::Space {
         etag: s.etag.clone(),
         mtime_ns: nanos(s.created),
         provider: provider.to_owned(),
+        // The drive details (description, alias, root mtime) cost a query of their own: the
+        // provider adds them where they are asked for.
+        ..Default::default()
     }
 }
 
@@ -66,6 +69,8 @@ pub(crate) fn node(
             .collect(),
         locks: Vec::new(),
         owner_id: owner.to_owned(),
+        // The provider narrows this for callers who are not the owner (see `provider`).
+        shared_permissions: 0,
     }
 }
 

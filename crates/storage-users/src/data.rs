@@ -50,7 +50,7 @@ fn store_error(e: StoreError) -> Response {
     error(code, e)
 }
 
-fn node_header(node: &arca_proto::v1::Node) -> Option<HeaderValue> {
+pub(crate) fn node_header(node: &arca_proto::v1::Node) -> Option<HeaderValue> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(node.encode_to_vec());
     HeaderValue::from_str(&encoded).ok()
 }

@@ -4,23 +4,60 @@
 //! by default), contents in its blob store (`data_dir/storage-users/blobs` by default, an S3
 //! bucket by `storage-users.blobs`); new personal spaces get `storage-users.personal_quota`.
 //! gRPC carries metadata operations and the HTTP data path (`/data/{token}`) carries the bytes.
-//! Every call is checked against the caller's identity here, whatever the gateway already did.
+//! Every call is checked against the caller's identity here, whatever the gateway already did:
+//! a space's owner may do everything, anyone else what its shares grant (`grants`).
 
 mod convert;
 mod data;
+mod grants;
 mod provider;
+mod uploads;
 
 use std::time::Duration;
 
 use arca_proto::v1::storage_server::StorageServer;
-use arca_runtime::{BoxFuture, Context, Service, ServiceError};
+use arca_runtime::{BoxFuture, Context, Lease, Service, ServiceError};
 use arca_store::{Store, StoreConfig};
-use axum::routing::put;
+use axum::routing::{patch, put};
 
 /// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it
 /// is removed (an upload in progress is young; a crashed one is not).
 const GC_INTERVAL: Duration = Duration::from_secs(600);
 const GC_MIN_AGE: Duration = Duration::from_secs(3600);
+/// Lifetime of a resumable upload when the config does not say (`storage-users.uploads`).
+const DEFAULT_UPLOAD_EXPIRATION: Duration = Duration::from_secs(24 * 3600);
+
+/// The leader lease of the orphan collection: with several instances sharing one database,
+/// one collects at a time. (Two would not corrupt anything, since each blob row is claimed by
+/// one `DELETE … RETURNING`, but they would scan the same tables for nothing.)
+const GC_LEASE: &str = "storage-users/orphan-gc";
+
+/// Collects orphaned blobs every [`GC_INTERVAL`] while this instance holds [`GC_LEASE`].
+async fn collect_orphans(store: Store, lease: Lease, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    while let Some(guard) = lease.acquired().await {
+        loop {
+            tokio::select! {
+                () = &mut stop => {
+                    guard.release().await;
+                    return;
+                }
+                () = guard.lost() => break,
+                () = tokio::time::sleep(GC_INTERVAL) => {}
+            }
+            // A run that started is finished even if the lease is lost meanwhile: stopping
+            // between its claim and its object deletes would strand the claimed objects.
+            if !guard.is_held() {
+                break;
+            }
+            match store.collect_orphans(GC_MIN_AGE).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "collected orphaned blobs"),
+                Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
+            }
+        }
+    }
+}
 
 /// The storage-users service.
 pub struct StorageUsers;
@@ -31,7 +68,10 @@ impl Service for StorageUsers {
     }
 
     fn dependencies(&self) -> &'static [&'static str] {
-        &[]
+        // Callers who do not own a space get what its shares grant them, asked of the sharing
+        // service on every such call (see `grants`). No cycle: sharing needs storage-system
+        // only.
+        &["sharing"]
     }
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
@@ -43,33 +83,43 @@ impl Service for StorageUsers {
             let mut cfg = StoreConfig::from_section(section, &dir);
             cfg.default_personal_quota = section.personal_quota;
             let store = Store::open(cfg).await?;
+            // Resumable uploads keep their partial bytes on this process's disk, whatever the
+            // blob store, and outlive a restart.
+            let upload_expiration = section
+                .uploads
+                .as_ref()
+                .map_or(DEFAULT_UPLOAD_EXPIRATION, |u| u.expiration);
+            let resumable = uploads::Uploads::open(dir.join("uploads"), upload_expiration).await?;
             let provider = provider::Provider {
                 name: "storage-users",
                 store: store.clone(),
                 signer: ctx.signer().clone(),
+                uploads: resumable.clone(),
+                grants: grants::Grants {
+                    sharing: ctx.channel("sharing"),
+                },
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();
             let data = axum::Router::new()
                 .route("/data/{token}", put(data::upload).get(data::download))
+                .route(
+                    "/tus/{token}",
+                    patch(uploads::patch)
+                        .head(uploads::head)
+                        .delete(uploads::terminate),
+                )
                 .with_state(provider);
             let router = grpc.merge(data);
+            // Abandoned uploads: each process sweeps its own disk, so no lease is needed.
+            let upload_stop = ctx.shutdown();
+            ctx.spawn(resumable.sweep_until(async move { upload_stop.cancelled().await }));
 
-            let gc_store = store.clone();
-            let stop = ctx.shutdown();
-            ctx.spawn(async move {
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(GC_INTERVAL) => {}
-                    }
-                    match gc_store.collect_orphans(GC_MIN_AGE).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!(removed = n, "collected orphaned blobs"),
-                        Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
-                    }
-                }
-            });
+            ctx.spawn(collect_orphans(
+                store.clone(),
+                ctx.lease(GC_LEASE),
+                ctx.shutdown().cancelled_owned(),
+            ));
 
             ctx.set_ready();
             let result = ctx.serve(router).await;

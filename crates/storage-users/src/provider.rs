@@ -4,6 +4,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
 use arca_proto::ids;
+use arca_proto::principals;
 use arca_proto::v1::storage_server::Storage;
 use arca_proto::v1::*;
 use arca_runtime::{Identity, TokenSigner, caller};
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
 
 use crate::convert::{self, status};
+use crate::grants::{self, Access, Perm};
 
 /// Transfer grants are checked when the transfer starts; an upload may then run for as long
 /// as it needs.
@@ -51,6 +53,10 @@ pub(crate) struct Provider {
     pub(crate) name: &'static str,
     pub(crate) store: Store,
     pub(crate) signer: TokenSigner,
+    /// Resumable (TUS) uploads in progress.
+    pub(crate) uploads: crate::uploads::Uploads,
+    /// What callers who do not own a space may do in it (asks the sharing service).
+    pub(crate) grants: grants::Grants,
 }
 
 /// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
@@ -173,8 +179,22 @@ impl Provider {
     /// The space a reference names, if the caller may use it. Anything the caller may not
     /// know exists is "not found", never "forbidden".
     async fn space(&self, who: &Identity, space_id: &str) -> Result<StoreSpace, Status> {
+        Ok(self.space_access(who, space_id).await?.0)
+    }
+
+    /// [`space`](Self::space) and what the caller may do in it.
+    async fn space_access(
+        &self,
+        who: &Identity,
+        space_id: &str,
+    ) -> Result<(StoreSpace, Access), Status> {
         if space_id.is_empty() {
-            return self.store.personal_space(&who.id).await.map_err(status);
+            // Only users have a home; a public link's identity names its space.
+            if !principals::is_user(&who.id) {
+                return Err(ErrorKind::NotFound.status("no such space"));
+            }
+            let space = self.store.personal_space(&who.id).await.map_err(status)?;
+            return Ok((space, Access::Owner));
         }
         let not_found = || ErrorKind::NotFound.status("no such space");
         let (provider, id) = ids::parse_space_id(space_id).ok_or_else(not_found)?;
@@ -182,28 +202,45 @@ impl Provider {
             return Err(not_found());
         }
         let space = self.store.space(id).await.map_err(status)?;
-        self.check_access(who, &space)?;
-        Ok(space)
+        let access = self.check_access(who, &space).await?;
+        Ok((space, access))
     }
 
-    fn check_access(&self, who: &Identity, space: &StoreSpace) -> Result<(), Status> {
-        // Owners only, for now: sharing extends this with grants.
-        if space.owner == who.id {
-            Ok(())
-        } else {
-            Err(ErrorKind::NotFound.status("no such space"))
+    /// Owners, and admins for every project space (there are no space memberships yet, so
+    /// admins are the managers of all of them), may do everything without a lookup; anyone
+    /// else what the shares in the space grant them (`grants`: asked on every call, never
+    /// cached). No grant at all: the space does not exist for them.
+    async fn check_access(&self, who: &Identity, space: &StoreSpace) -> Result<Access, Status> {
+        if space.owner == who.id || (who.admin && space.kind == arca_store::SpaceKind::Project) {
+            return Ok(Access::Owner);
         }
+        let grants = self.grants.of(self.name, &space.id).await?;
+        if grants.is_empty() {
+            return Err(ErrorKind::NotFound.status("no such space"));
+        }
+        grants::with_paths(&self.store, grants).await
     }
 
-    /// (space, node, path inside the space) for a reference.
+    /// (space, node, path inside the space) for a reference the caller may read.
     async fn resolve(
         &self,
         who: &Identity,
         r: Option<&Ref>,
     ) -> Result<(StoreSpace, StoreNode, String), Status> {
+        let (space, node, path, perm) = self.resolve_perm(who, r).await?;
+        perm.need(grants::READ)?;
+        Ok((space, node, path))
+    }
+
+    /// [`resolve`](Self::resolve) without the read check, with the caller's permissions there.
+    async fn resolve_perm(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String, Perm), Status> {
         let r = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
+        let not_found = || ErrorKind::NotFound.status("no such resource");
         if !r.node_id.is_empty() {
-            let not_found = || ErrorKind::NotFound.status("no such resource");
             let (provider, space_id, node_id) =
                 ids::parse_node_id(&r.node_id).ok_or_else(not_found)?;
             if provider != self.name {
@@ -214,32 +251,56 @@ impl Provider {
                 return Err(not_found());
             }
             let space = self.store.space(space_id).await.map_err(status)?;
-            self.check_access(who, &space)?;
+            let access = self.check_access(who, &space).await?;
             let path = self.store.path_of(node_id).await.map_err(status)?;
-            return Ok((space, node, path));
+            let perm = access.at(&path).ok_or_else(not_found)?;
+            return Ok((space, node, path, perm));
         }
-        let space = self.space(who, &r.space_id).await?;
+        let (space, access) = self.space_access(who, &r.space_id).await?;
         let segs = segments(&r.path)?;
         let path = join(&segs);
+        // Coverage first: outside a share, what exists and what does not look the same.
+        let perm = access.at(&path).ok_or_else(not_found)?;
         let node = self.store.resolve(&space.id, &path).await.map_err(status)?;
-        Ok((space, node, path))
+        Ok((space, node, path, perm))
     }
 
-    /// (space, parent directory, name, full path) for a reference to something to create.
+    /// (space, parent directory, name, full path) for a reference to something to create or
+    /// replace, which the caller may write.
     async fn resolve_parent(
         &self,
         who: &Identity,
         r: Option<&Ref>,
     ) -> Result<(StoreSpace, StoreNode, String, String), Status> {
+        let (space, parent, name, path, perm) = self.resolve_parent_perm(who, r).await?;
+        if perm.here & (grants::CREATE | grants::UPDATE) == 0 {
+            perm.need(grants::CREATE)?;
+        }
+        Ok((space, parent, name, path))
+    }
+
+    /// [`resolve_parent`](Self::resolve_parent) with the caller's permissions at the path
+    /// (not at the parent), unchecked.
+    async fn resolve_parent_perm(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String, String, Perm), Status> {
         let r = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
         if !r.node_id.is_empty() {
             return Err(ErrorKind::InvalidArgument.status("a new resource is named by path"));
         }
-        let space = self.space(who, &r.space_id).await?;
+        let (space, access) = self.space_access(who, &r.space_id).await?;
         let segs = segments(&r.path)?;
         let Some((name, parents)) = segs.split_last() else {
             return Err(ErrorKind::PermissionDenied.status("the space root cannot be replaced"));
         };
+        let path = join(&segs);
+        // Before the parent is looked for: a 409 must not tell a recipient what exists
+        // outside its share.
+        let perm = access
+            .at(&path)
+            .ok_or_else(|| ErrorKind::NotFound.status("no such resource"))?;
         let parent_path = join(parents);
         let parent = match self.store.resolve(&space.id, &parent_path).await {
             Ok(p) => p,
@@ -252,7 +313,26 @@ impl Provider {
         if !parent.is_dir() {
             return Err(ErrorKind::Conflict.status("the parent is not a collection"));
         }
-        Ok((space, parent, (*name).to_owned(), join(&segs)))
+        Ok((space, parent, (*name).to_owned(), path, perm))
+    }
+
+    /// The destination of a copy or move: create where it lands, and delete too when it
+    /// replaces something.
+    async fn writable_destination(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String, String), Status> {
+        let (space, parent, name, path, perm) = self.resolve_parent_perm(who, r).await?;
+        if !perm.owner {
+            let replaces = self.store.child(&parent.id, &name).await.is_ok();
+            perm.need(if replaces {
+                grants::CREATE | grants::DELETE
+            } else {
+                grants::CREATE
+            })?;
+        }
+        Ok((space, parent, name, path))
     }
 
     async fn to_proto(
@@ -282,6 +362,9 @@ impl Storage for Provider {
         req: Request<GetHomeSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
+        if !principals::is_user(&who.id) {
+            return Err(ErrorKind::NotFound.status("no home space"));
+        }
         let space = self.store.personal_space(&who.id).await.map_err(status)?;
         Ok(Response::new(convert::space(self.name, &space)))
     }
@@ -289,7 +372,7 @@ impl Storage for Provider {
     async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
         let space = self.space(who, &req.get_ref().space_id).await?;
-        Ok(Response::new(convert::space(self.name, &space)))
+        Ok(Response::new(self.space_message(&space).await?))
     }
 
     async fn list_spaces(
@@ -297,19 +380,17 @@ impl Storage for Provider {
         req: Request<ListSpacesRequest>,
     ) -> Result<Response<ListSpacesResponse>, Status> {
         let who = caller(&req)?;
+        if !principals::is_user(&who.id) {
+            return Ok(Response::new(ListSpacesResponse::default()));
+        }
         // Creating the personal space here too: a client listing drives must find its own.
         self.store.personal_space(&who.id).await.map_err(status)?;
-        let spaces = self
-            .store
-            .list_spaces(Some(&who.id))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(ListSpacesResponse {
-            spaces: spaces
-                .iter()
-                .map(|s| convert::space(self.name, s))
-                .collect(),
-        }))
+        let spaces = self.visible_spaces(who, req.get_ref().all).await?;
+        let mut out = Vec::with_capacity(spaces.len());
+        for s in &spaces {
+            out.push(self.space_message(s).await?);
+        }
+        Ok(Response::new(ListSpacesResponse { spaces: out }))
     }
 
     async fn create_space(
@@ -321,25 +402,95 @@ impl Storage for Provider {
             return Err(ErrorKind::PermissionDenied.status("only admins create project spaces"));
         }
         let r = req.get_ref();
-        if r.name.trim().is_empty() {
-            return Err(ErrorKind::InvalidArgument.status("a space needs a name"));
-        }
+        let name = space_name(&r.name)?;
+        check_description(&r.description)?;
         let quota = (r.quota > 0).then_some(r.quota);
         let space = self
             .store
-            .create_project_space(&r.name, &who.id, quota)
+            .create_project_space(name, &who.id, quota)
             .await
             .map_err(status)?;
-        Ok(Response::new(convert::space(self.name, &space)))
+        // The alias is fixed at creation, as in oCIS: links made with it survive a rename.
+        let alias = format!("project/{}", alias_slug(name));
+        let details = arca_store::SpaceUpdate {
+            name: None,
+            description: Some(&r.description),
+            alias: Some(&alias),
+        };
+        if let Err(e) = self.store.update_space(&space.id, &details).await {
+            // Not left half-made: a space the caller was told failed must not linger.
+            if let Err(d) = self.store.delete_space(&space.id).await {
+                tracing::warn!(error = %d, space = %space.id, "removing a half-created space");
+            }
+            return Err(status(e));
+        }
+        Ok(Response::new(self.space_message(&space).await?))
+    }
+
+    async fn update_space(
+        &self,
+        req: Request<UpdateSpaceRequest>,
+    ) -> Result<Response<Space>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let space = self.managed_space(who, &r.space_id).await?;
+        let name = r.name.as_deref().map(space_name).transpose()?;
+        if let Some(d) = &r.description {
+            check_description(d)?;
+        }
+        if space.kind == arca_store::SpaceKind::Personal
+            && (name.is_some() || r.description.is_some())
+        {
+            return Err(ErrorKind::PermissionDenied
+                .status("a personal space takes its owner's name; only its quota changes"));
+        }
+        let update = arca_store::SpaceUpdate {
+            name,
+            description: r.description.as_deref(),
+            alias: None,
+        };
+        self.store
+            .update_space(&space.id, &update)
+            .await
+            .map_err(status)?;
+        if let Some(quota) = r.quota {
+            self.store
+                .set_quota(&space.id, (quota > 0).then_some(quota))
+                .await
+                .map_err(status)?;
+        }
+        let space = self.store.space(&space.id).await.map_err(status)?;
+        Ok(Response::new(self.space_message(&space).await?))
+    }
+
+    async fn delete_space(
+        &self,
+        req: Request<DeleteSpaceRequest>,
+    ) -> Result<Response<DeleteSpaceResponse>, Status> {
+        let who = caller(&req)?;
+        let space = self.managed_space(who, &req.get_ref().space_id).await?;
+        if space.kind == arca_store::SpaceKind::Personal {
+            return Err(ErrorKind::PermissionDenied
+                .status("a personal space is deleted with its user, not on its own"));
+        }
+        // The tree goes at once; its blobs become orphans that the collector removes.
+        self.store.delete_space(&space.id).await.map_err(status)?;
+        Ok(Response::new(DeleteSpaceResponse {}))
     }
 
     async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        // A shared node itself may be stat'ed with any grant on it (an upload-only link
+        // must find where it uploads to); everything else needs read.
+        if !perm.at_root {
+            perm.need(grants::READ)?;
+        }
         let mut message = self
             .to_proto(&space, &node, path.clone(), r.with_props)
             .await?;
+        message.shared_permissions = perm.shared();
         if r.with_locks {
             message.locks = self.locks_covering(&space.id, &path).await?;
         }
@@ -349,10 +500,12 @@ impl Storage for Provider {
     async fn list(&self, req: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        perm.need(grants::READ)?;
         let mut this = self
             .to_proto(&space, &node, path.clone(), r.with_props)
             .await?;
+        this.shared_permissions = perm.shared();
         let locks = if r.with_locks {
             self.store.space_locks(&space.id).await.map_err(status)?
         } else {
@@ -388,6 +541,7 @@ impl Storage for Provider {
                 };
                 let child = child_path(&path, &c.name);
                 let mut m = convert::node(self.name, c, child.clone(), &space.owner, mine);
+                m.shared_permissions = perm.child().shared();
                 m.locks = locks
                     .iter()
                     .filter(|l| l.covers(&child))
@@ -405,7 +559,9 @@ impl Storage for Provider {
     async fn create_dir(&self, req: Request<CreateDirRequest>) -> Result<Response<Node>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, parent, name, path) = self.resolve_parent(who, r.r#ref.as_ref()).await?;
+        let (space, parent, name, path, perm) =
+            self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
+        perm.need(grants::CREATE)?;
         self.check_locks(who, &space.id, &path, Touch::Member, &r.lock_tokens)
             .await?;
         let node = self.store.mkdir(&parent.id, &name).await.map_err(status)?;
@@ -418,7 +574,8 @@ impl Storage for Provider {
     ) -> Result<Response<DeleteResponse>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        perm.need(grants::READ | grants::DELETE)?;
         if node.is_root() {
             return Err(ErrorKind::PermissionDenied.status("a space root cannot be deleted"));
         }
@@ -438,8 +595,13 @@ impl Storage for Provider {
     async fn r#move(&self, req: Request<MoveRequest>) -> Result<Response<MoveResponse>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, src_path) = self.resolve(who, r.source.as_ref()).await?;
-        let (dspace, parent, name, path) = self.resolve_parent(who, r.destination.as_ref()).await?;
+        let (space, node, src_path, perm) = self.resolve_perm(who, r.source.as_ref()).await?;
+        // Moving takes the source away: a recipient needs delete there (never on the shared
+        // node itself), and create where it lands.
+        perm.need(grants::READ | grants::DELETE)?;
+        let (dspace, parent, name, path) = self
+            .writable_destination(who, r.destination.as_ref())
+            .await?;
         if dspace.id != space.id {
             return Err(ErrorKind::Conflict.status("moving between spaces is not supported"));
         }
@@ -468,7 +630,9 @@ impl Storage for Provider {
         let who = caller(&req)?;
         let r = req.get_ref();
         let (_, node, _) = self.resolve(who, r.source.as_ref()).await?;
-        let (dspace, parent, name, path) = self.resolve_parent(who, r.destination.as_ref()).await?;
+        let (dspace, parent, name, path) = self
+            .writable_destination(who, r.destination.as_ref())
+            .await?;
         self.check_locks(who, &dspace.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
         let replaced = self.store.child(&parent.id, &name).await.is_ok();
@@ -489,7 +653,8 @@ impl Storage for Provider {
     ) -> Result<Response<SetPropsResponse>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        perm.need(grants::READ | grants::UPDATE)?;
         self.check_locks(who, &space.id, &path, Touch::Resource, &r.lock_tokens)
             .await?;
         let patch: Vec<PropPatch> = r
@@ -623,8 +788,12 @@ impl Storage for Provider {
         let who = caller(&req)?;
         let r = req.get_ref().r#ref.as_ref();
         let rr = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
-        let space = self.space(who, &rr.space_id).await?;
+        let (space, access) = self.space_access(who, &rr.space_id).await?;
         let path = join(&segments(&rr.path)?);
+        // Outside what the caller may read, nothing exists and nothing is locked.
+        if access.at(&path).is_none_or(|p| p.here & grants::READ == 0) {
+            return Ok(Response::new(GetLocksResponse::default()));
+        }
         let etag = match self.store.resolve(&space.id, &path).await {
             Ok(n) => n.etag,
             Err(arca_store::StoreError::NotFound | arca_store::StoreError::NotADirectory) => {
@@ -644,9 +813,17 @@ impl Storage for Provider {
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, parent, name, path) = self.resolve_parent(who, r.r#ref.as_ref()).await?;
+        let (space, parent, name, path, perm) =
+            self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
         arca_store::validate_name(&name).map_err(status)?;
-        let existing = match self.store.child(&parent.id, &name).await {
+        let found = self.store.child(&parent.id, &name).await;
+        // Replacing is an update, a new file a create (all an upload-only link may do).
+        perm.need(if found.is_ok() {
+            grants::UPDATE
+        } else {
+            grants::CREATE
+        })?;
+        let existing = match found {
             Ok(n) if n.is_dir() => {
                 return Err(ErrorKind::Conflict.status("a collection exists under this name"));
             }
@@ -674,6 +851,12 @@ impl Storage for Provider {
             }
             _ => {}
         }
+        if r.resumable {
+            let transfer = self
+                .initiate_resumable(who, &space, &parent, name, path, existing, r)
+                .await?;
+            return Ok(Response::new(transfer));
+        }
         let grant = UploadGrant {
             parent: parent.id.clone(),
             name,
@@ -689,6 +872,7 @@ impl Storage for Provider {
             provider: self.name.to_owned(),
             token: self.signer.sign(UPLOAD_PURPOSE, &grant, TRANSFER_TTL),
             node: existing,
+            expires: 0,
         }))
     }
 
@@ -710,6 +894,7 @@ impl Storage for Provider {
             provider: self.name.to_owned(),
             token: self.signer.sign(DOWNLOAD_PURPOSE, &grant, TRANSFER_TTL),
             node: Some(self.node_message(&node, path, &space.owner)),
+            expires: 0,
         }))
     }
 }
@@ -717,4 +902,118 @@ impl Storage for Provider {
 /// Unix nanoseconds to a time; 0 means "now".
 pub(crate) fn mtime(ns: i64) -> Option<std::time::SystemTime> {
     (ns > 0).then(|| UNIX_EPOCH + Duration::from_nanos(ns as u64))
+}
+
+/// Space administration (the Graph drives API).
+impl Provider {
+    /// A space as a message, with the details a drive shows.
+    async fn space_message(&self, space: &StoreSpace) -> Result<Space, Status> {
+        let details = self.store.space_details(&space.id).await.map_err(status)?;
+        let mut m = convert::space(self.name, space);
+        m.description = details.description;
+        m.alias = details.alias;
+        m.root_mtime_ns = convert::nanos(details.root_mtime);
+        Ok(m)
+    }
+
+    /// What ListSpaces shows: with `all` (admins only) every space, else the caller's own and,
+    /// for admins, every project space.
+    async fn visible_spaces(&self, who: &Identity, all: bool) -> Result<Vec<StoreSpace>, Status> {
+        if all && !who.admin {
+            return Err(ErrorKind::PermissionDenied.status("only admins list every space"));
+        }
+        if !who.admin {
+            return self.store.list_spaces(Some(&who.id)).await.map_err(status);
+        }
+        let mut spaces = self.store.list_spaces(None).await.map_err(status)?;
+        if !all {
+            spaces.retain(|s| s.owner == who.id || s.kind == arca_store::SpaceKind::Project);
+        }
+        Ok(spaces)
+    }
+
+    /// A space the caller wants to change: admins reach every space of this provider; others
+    /// learn whether it exists only if they may use it, and may not change it.
+    async fn managed_space(&self, who: &Identity, space_id: &str) -> Result<StoreSpace, Status> {
+        if !who.admin {
+            self.space(who, space_id).await?;
+            return Err(ErrorKind::PermissionDenied.status("only admins change spaces"));
+        }
+        let not_found = || ErrorKind::NotFound.status("no such space");
+        let (provider, id) = ids::parse_space_id(space_id).ok_or_else(not_found)?;
+        if provider != self.name {
+            return Err(not_found());
+        }
+        self.store.space(id).await.map_err(status)
+    }
+}
+
+/// Longest space name and description accepted, in characters.
+const MAX_SPACE_NAME: usize = 255;
+const MAX_DESCRIPTION: usize = 1024;
+
+/// A space name, trimmed: not empty, not too long, no control characters.
+fn space_name(name: &str) -> Result<&str, Status> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ErrorKind::InvalidArgument.status("a space needs a name"));
+    }
+    if name.chars().count() > MAX_SPACE_NAME {
+        return Err(ErrorKind::InvalidArgument.status(format!(
+            "a space name has at most {MAX_SPACE_NAME} characters"
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ErrorKind::InvalidArgument.status("a space name has no control characters"));
+    }
+    Ok(name)
+}
+
+fn check_description(d: &str) -> Result<(), Status> {
+    if d.chars().count() > MAX_DESCRIPTION {
+        return Err(ErrorKind::InvalidArgument.status(format!(
+            "a description has at most {MAX_DESCRIPTION} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The name part of a project alias: lowercase, runs of anything but letters and digits
+/// become one `-` ("Project Alpha" → "project-alpha", as oCIS forms it).
+fn alias_slug(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    if out.is_empty() {
+        out.push_str("space");
+    }
+    out
+}
+
+#[cfg(test)]
+mod space_admin_tests {
+    use super::*;
+
+    #[test]
+    fn aliases_are_slugs() {
+        assert_eq!(alias_slug("Project Alpha"), "project-alpha");
+        assert_eq!(alias_slug("  Ünïcode -- & Co. "), "ünïcode-co");
+        assert_eq!(alias_slug("!!!"), "space");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(space_name("  Alpha ").ok(), Some("Alpha"));
+        assert!(space_name(" ").is_err());
+        assert!(space_name("a\tb").is_err(), "no control characters");
+        assert!(space_name(&"x".repeat(256)).is_err());
+    }
 }

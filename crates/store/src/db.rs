@@ -47,8 +47,9 @@ const SQLITE_PRAGMAS: [&str; 4] = [
 ];
 
 fn migrator(dialect: Dialect) -> Migrator {
-    let steps: [(i64, &'static str, &'static str); 2] = match dialect {
-        Dialect::Sqlite => [
+    // Slices, not arrays: each migration added is one entry, with no length to keep in step.
+    let steps: &[(i64, &'static str, &'static str)] = match dialect {
+        Dialect::Sqlite => &[
             (
                 1,
                 "init",
@@ -59,8 +60,23 @@ fn migrator(dialect: Dialect) -> Migrator {
                 "users_locks",
                 include_str!("../migrations/sqlite/0002_users_locks.sql"),
             ),
+            (
+                3,
+                "identity",
+                include_str!("../migrations/sqlite/0003_identity.sql"),
+            ),
+            (
+                4,
+                "space_details",
+                include_str!("../migrations/sqlite/0004_space_details.sql"),
+            ),
+            (
+                10,
+                "shares",
+                include_str!("../migrations/sqlite/0010_shares.sql"),
+            ),
         ],
-        Dialect::Postgres => [
+        Dialect::Postgres => &[
             (
                 1,
                 "init",
@@ -71,12 +87,27 @@ fn migrator(dialect: Dialect) -> Migrator {
                 "users_locks",
                 include_str!("../migrations/postgres/0002_users_locks.sql"),
             ),
+            (
+                3,
+                "identity",
+                include_str!("../migrations/postgres/0003_identity.sql"),
+            ),
+            (
+                4,
+                "space_details",
+                include_str!("../migrations/postgres/0004_space_details.sql"),
+            ),
+            (
+                10,
+                "shares",
+                include_str!("../migrations/postgres/0010_shares.sql"),
+            ),
         ],
     };
     Migrator::with_migrations(
         steps
-            .into_iter()
-            .map(|(version, name, sql)| {
+            .iter()
+            .map(|&(version, name, sql)| {
                 Migration::new(
                     version,
                     Cow::Borrowed(name),

@@ -24,24 +24,33 @@
 //! Nothing here knows about RPC or HTTP: errors are typed ([`StoreError`]) and mapped to status
 //! codes by the callers.
 
+mod apptokens;
 mod blob;
 mod checksum;
+mod credentials;
 mod db;
 mod error;
+mod groups;
 mod ids;
 mod locks;
 mod model;
 mod names;
+mod shares;
 mod store;
 mod users;
 
+pub use apptokens::AppToken;
 pub use blob::{BlobConfig, BlobStore, S3Options};
 pub use checksum::{ChecksumAlgo, Checksums};
+pub use credentials::CredentialEvent;
 pub use error::StoreError;
+pub use groups::Group;
 pub use locks::Lock;
 pub use model::{DeadProp, Node, NodeKind, PropPatch, PutOptions, Space, SpaceKind};
 pub use names::validate_name;
+pub use shares::{ShareFilter, ShareRow};
 pub use store::{Download, Store, StoreConfig};
+pub use store::{SpaceDetails, SpaceUpdate};
 pub use users::User;
 
 /// Result alias used throughout the crate.

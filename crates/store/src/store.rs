@@ -11,6 +11,7 @@
 mod gc;
 mod props;
 mod put;
+mod spaces;
 mod tree;
 
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use crate::names::segments;
 use crate::{Result, StoreError};
 
 pub use put::Download;
+pub use spaces::{SpaceDetails, SpaceUpdate};
 
 /// How to open a [`Store`].
 ///

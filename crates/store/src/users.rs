@@ -1,10 +1,13 @@
 //! Users of the built-in identity store: rows in the same metadata database as the trees.
+//! Every change to a user is recorded in the credential change feed (see `credentials`), in the
+//! same transaction, so that proxies drop what they cached about the user.
 
 use std::time::SystemTime;
 
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
+use crate::credentials::record_change;
 use crate::ids::{from_ns, new_id, now_ns};
 use crate::{Result, Store, StoreError};
 
@@ -38,7 +41,8 @@ macro_rules! user_cols {
     };
 }
 
-fn from_row(row: &AnyRow) -> Result<User> {
+/// Reads a row of the columns of `user_cols!`, in that order.
+pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
     Ok(User {
         id: row.try_get(0)?,
         username: row.try_get(1)?,
@@ -98,7 +102,7 @@ impl Store {
         .fetch_optional(&mut *c)
         .await?;
         row.as_ref()
-            .map(from_row)
+            .map(user_from_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
     }
@@ -114,7 +118,7 @@ impl Store {
         .fetch_optional(&mut *c)
         .await?;
         row.as_ref()
-            .map(from_row)
+            .map(user_from_row)
             .transpose()?
             .ok_or(StoreError::NotFound)
     }
@@ -128,10 +132,11 @@ impl Store {
         ))
         .fetch_all(&mut *c)
         .await?;
-        rows.iter().map(from_row).collect()
+        rows.iter().map(user_from_row).collect()
     }
 
-    /// Changes the given fields; a new password hash bumps the credential version.
+    /// Changes the given fields; a new password hash bumps the credential version. Any change
+    /// is a credential change: cached logins carry the name and flags too.
     pub async fn update_user(
         &self,
         id: &str,
@@ -169,6 +174,9 @@ impl Store {
                     .execute(w.conn())
                     .await?;
             }
+            if display_name.is_some() || mail.is_some() || password_hash.is_some() {
+                record_change(w.conn(), id).await?;
+            }
             Ok(())
         }
         .await;
@@ -176,20 +184,48 @@ impl Store {
         self.user(id).await
     }
 
+    /// Sets or clears the admin flag (a credential change).
+    pub async fn set_admin(&self, id: &str, admin: bool) -> Result<User> {
+        let mut w = self.db().begin_write().await?;
+        let r = async {
+            let done = sqlx::query("UPDATE users SET admin = $1 WHERE id = $2")
+                .bind(i64::from(admin))
+                .bind(id)
+                .execute(w.conn())
+                .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+            record_change(w.conn(), id).await?;
+            Ok(())
+        }
+        .await;
+        w.finish(r).await?;
+        self.user(id).await
+    }
+
+    /// Deletes a user with their group memberships and app tokens (by foreign key, and
+    /// explicitly, so a database without enforced foreign keys ends the same).
     pub async fn delete_user(&self, id: &str) -> Result<()> {
         let mut w = self.db().begin_write().await?;
-        let r = sqlx::query("DELETE FROM users WHERE id = $1")
-            .bind(id)
-            .execute(w.conn())
-            .await
-            .map_err(StoreError::from)
-            .and_then(|done| {
-                if done.rows_affected() == 0 {
-                    Err(StoreError::NotFound)
-                } else {
-                    Ok(())
-                }
-            });
+        let r = async {
+            let done = sqlx::query("DELETE FROM users WHERE id = $1")
+                .bind(id)
+                .execute(w.conn())
+                .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+            for sql in [
+                "DELETE FROM group_members WHERE user_id = $1",
+                "DELETE FROM app_tokens WHERE user_id = $1",
+            ] {
+                sqlx::query(sql).bind(id).execute(w.conn()).await?;
+            }
+            record_change(w.conn(), id).await?;
+            Ok(())
+        }
+        .await;
         w.finish(r).await
     }
 }

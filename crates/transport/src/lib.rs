@@ -8,7 +8,8 @@
 //! framing, yet the same codecs, headers and layers as over a socket.
 //!
 //! Main types: [`Endpoint`], [`Listener`] and [`bind`], [`serve`], [`MemHub`], [`Channel`] and
-//! [`Clients`], the [`Registry`] trait with [`MemoryRegistry`] and [`StaticRegistry`], and
+//! [`Clients`], the [`Registry`] trait with [`MemoryRegistry`], [`StaticRegistry`],
+//! [`NatsRegistry`] and [`DnsRegistry`], and
 //! [`context`] for what travels with every call (trace context, identity, request id).
 
 mod channel;
@@ -16,15 +17,20 @@ pub mod context;
 mod endpoint;
 mod hub;
 mod listener;
-mod registry;
+pub mod registry;
 mod server;
+pub mod tls;
 
 pub use channel::{Channel, Clients, RetryPolicy};
 pub use endpoint::{Endpoint, EndpointError, is_host_port};
 pub use hub::MemHub;
 pub use listener::{BindError, Listener, bind};
-pub use registry::{EndpointSet, MemoryRegistry, Registry, RegistryError, StaticRegistry};
-pub use server::{PeerAddr, serve};
+pub use registry::{
+    DnsRegistry, EndpointSet, MemoryRegistry, NatsKv, NatsRegistry, NatsSettings, Registry,
+    RegistryError, StaticRegistry,
+};
+pub use server::{PeerAddr, serve, serve_with};
+pub use tls::ServeOptions;
 
 /// The error type every transport-level service returns; tonic and axum both accept it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

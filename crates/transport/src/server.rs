@@ -19,6 +19,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::Listener;
 use crate::hub::MemTarget;
+use crate::tls::{IdleTimeout, ServeOptions};
 
 /// HTTP/2 windows sized for bulk data on loopback and LAN: the 64 KiB protocol default caps a
 /// single stream at a few hundred MiB/s once round trips add up.
@@ -33,6 +34,17 @@ pub async fn serve(
     listener: Listener,
     router: Router,
     shutdown: CancellationToken,
+) -> io::Result<()> {
+    serve_with(listener, router, shutdown, ServeOptions::default()).await
+}
+
+/// [`serve`] with edge options (TLS, timeouts) for socket listeners; in-memory listeners
+/// ignore them, having no connections to protect.
+pub async fn serve_with(
+    listener: Listener,
+    router: Router,
+    shutdown: CancellationToken,
+    options: ServeOptions,
 ) -> io::Result<()> {
     match listener {
         Listener::Mem(hub, name) => {
@@ -52,9 +64,11 @@ pub async fn serve(
             tracker.wait().await;
             Ok(())
         }
-        Listener::Tcp(listener) => accept_loop(Sockets::Tcp(listener), router, shutdown).await,
+        Listener::Tcp(listener) => {
+            accept_loop(Sockets::Tcp(listener), router, shutdown, options).await
+        }
         Listener::Unix(listener, path) => {
-            accept_loop(Sockets::Unix(listener, path), router, shutdown).await
+            accept_loop(Sockets::Unix(listener, path), router, shutdown, options).await
         }
     }
 }
@@ -98,12 +112,14 @@ async fn accept_loop(
     sockets: Sockets,
     router: Router,
     shutdown: CancellationToken,
+    options: ServeOptions,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONN_WINDOW);
+    edge_builder(&mut builder, &options);
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {
@@ -112,9 +128,9 @@ async fn accept_loop(
             accepted = sockets.accept() => match accepted {
                 Ok(Accepted::Tcp(stream)) => {
                     let peer = stream.peer_addr().ok();
-                    serve_connection(&builder, &graceful, &router, stream, peer);
+                    serve_edge(&builder, &graceful, &router, stream, peer, &options);
                 }
-                Ok(Accepted::Unix(stream)) => serve_connection(&builder, &graceful, &router, stream, None),
+                Ok(Accepted::Unix(stream)) => serve_edge(&builder, &graceful, &router, stream, None, &options),
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning, keep serving the rest.
                     tracing::warn!(error = %e, "accept failed");
@@ -130,6 +146,82 @@ async fn accept_loop(
     Ok(())
 }
 
+/// The builder settings [`ServeOptions`] ask for.
+fn edge_builder(builder: &mut auto::Builder<TokioExecutor>, options: &ServeOptions) {
+    if let Some(timeout) = options.header_timeout {
+        builder
+            .http1()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(timeout);
+    }
+    if let Some(max) = options.max_header_bytes {
+        // hyper's own cap (~400 KB) already bounds memory; raise it for a larger limit. h2
+        // counts 32 bytes per field on top (RFC 9113 §6.5.2), hence the slack.
+        if max > HYPER_DEFAULT_BUF {
+            builder.http1().max_buf_size(max);
+        }
+        let list = u32::try_from(max.saturating_mul(2)).unwrap_or(u32::MAX);
+        builder.http2().max_header_list_size(list.max(16 << 10));
+    }
+}
+
+/// hyper's default `max_buf_size` for HTTP/1 (8 KiB + 400 KiB).
+const HYPER_DEFAULT_BUF: usize = 8192 + 4096 * 100;
+
+/// Serves one accepted connection as `options` say: under an idle deadline and, with TLS,
+/// after a handshake that must finish within the header deadline. The handshake runs on the
+/// connection's own task, so a slow client never holds up the accept loop.
+fn serve_edge<S>(
+    builder: &auto::Builder<TokioExecutor>,
+    graceful: &GracefulShutdown,
+    router: &Router,
+    stream: S,
+    peer: Option<std::net::SocketAddr>,
+    options: &ServeOptions,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    match (&options.tls, options.idle_timeout) {
+        (None, None) => serve_connection(builder, graceful, router, stream, peer),
+        (None, Some(idle)) => {
+            serve_connection(
+                builder,
+                graceful,
+                router,
+                IdleTimeout::new(stream, Some(idle)),
+                peer,
+            );
+        }
+        (Some(tls), idle) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
+            // Watched from accept on, so shutdown waits for (bounded) handshakes too.
+            let watcher = graceful.watcher();
+            let builder = builder.clone();
+            let router = router.clone();
+            let deadline = options.header_timeout.unwrap_or(Duration::from_secs(30));
+            tokio::spawn(async move {
+                let stream = IdleTimeout::new(stream, idle);
+                let tls = match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake timed out");
+                        return;
+                    }
+                };
+                let service = peer_service(&router, peer);
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                if let Err(e) = watcher.watch(conn.into_owned()).await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+}
+
 fn serve_connection<S>(
     builder: &auto::Builder<TokioExecutor>,
     graceful: &GracefulShutdown,
@@ -139,6 +231,30 @@ fn serve_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let service = peer_service(router, peer);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn.into_owned());
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
+}
+
+/// `router` as a hyper service for one connection from `peer`.
+fn peer_service(
+    router: &Router,
+    peer: Option<std::net::SocketAddr>,
+) -> TowerToHyperService<
+    impl tower::Service<
+        http::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static,
+> {
     // Every request learns which client address its connection came from (login throttling
     // counts per address); Unix-socket peers have none.
     let service = tower::ServiceExt::map_request(
@@ -148,14 +264,7 @@ fn serve_connection<S>(
             req
         },
     );
-    let service = TowerToHyperService::new(service);
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    let conn = graceful.watch(conn.into_owned());
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "connection ended with an error");
-        }
-    });
+    TowerToHyperService::new(service)
 }
 
 /// The client address of the connection a request arrived on (`None` over Unix sockets and

@@ -13,6 +13,12 @@ use tokio::sync::watch;
 
 use crate::Endpoint;
 
+pub mod dns;
+pub mod nats;
+
+pub use dns::DnsRegistry;
+pub use nats::{NatsKv, NatsRegistry, NatsSettings};
+
 /// The current endpoints of one service, shared cheaply between readers.
 pub type EndpointSet = Arc<[Endpoint]>;
 
@@ -22,8 +28,8 @@ pub enum RegistryError {
     Unavailable(String),
 }
 
-/// Service discovery. Implementations: [`MemoryRegistry`], [`StaticRegistry`]; NATS KV and DNS
-/// implement the same trait.
+/// Service discovery. Implementations: [`MemoryRegistry`], [`StaticRegistry`], [`NatsRegistry`]
+/// (a JetStream KV bucket) and [`DnsRegistry`] (names resolved periodically).
 pub trait Registry: Send + Sync + 'static {
     /// A live view of `service`'s endpoints. Cheap to call; callers keep the receiver.
     fn watch(&self, service: &str) -> watch::Receiver<EndpointSet>;

@@ -1,0 +1,326 @@
+//! Public links: `/s/{token}` for browsers and `/remote.php/dav/public-files/{token}/…` and
+//! `/dav/public-files/{token}/…` for WebDAV clients.
+//!
+//! The proxy lets these through without a login. Each request opens the link through the
+//! sharing service (`OpenLink`): the token must exist and not have expired, and a password,
+//! when the link has one, comes as HTTP Basic with any user name (as ownCloud clients send
+//! it); wrong ones answer 401 and are throttled per link and per client address (then 429).
+//! An open link yields a short-lived identity for the link, `public:SHARE_ID`; the request
+//! runs under it through the ordinary WebDAV handlers, and the storage provider resolves that
+//! identity's grant like any caller's, so a revoked link stops at the next request.
+//!
+//! Upload-only links ("file drop") take PUT and MKCOL and refuse reading (PROPFIND, GET)
+//! here already; the provider refuses it too.
+
+use std::sync::Arc;
+
+use arca_proto::ErrorKind;
+use arca_proto::v1::sharing_client::SharingClient;
+use arca_proto::v1::storage_client::StorageClient;
+use arca_proto::v1::*;
+use arca_transport::Channel;
+use arca_transport::context::CallContext;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+
+use crate::dav;
+use crate::webdav::{Dav, Location, dav_error, grpc_error};
+
+/// The header the proxy puts the client's address in (it drops any the client sent).
+const CLIENT_ADDR_HEADER: &str = "x-arca-client-addr";
+/// `arca_sharing::RETRY_AFTER`: how long a throttled client waits.
+const RETRY_AFTER_METADATA: &str = "arca-retry-after";
+/// The OCS read bit: upload-only links lack it.
+const READ: u32 = 1;
+
+pub(crate) fn routes(dav: Dav) -> axum::Router {
+    use axum::routing::any;
+    let state = Arc::new(dav);
+    let mut router = axum::Router::new()
+        .route("/s/{token}", any(browser))
+        .route("/s/{token}/", any(browser));
+    for root in ["/remote.php/dav/public-files", "/dav/public-files"] {
+        router = router
+            .route(&format!("{root}/{{token}}"), any(webdav))
+            .route(&format!("{root}/{{token}}/"), any(webdav))
+            .route(&format!("{root}/{{token}}/{{*rest}}"), any(webdav));
+    }
+    router.with_state(state)
+}
+
+/// The password of a Basic `Authorization`, whatever the user name.
+fn basic_password(headers: &HeaderMap) -> String {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return String::new();
+    };
+    let Some((scheme, encoded)) = value.split_once(' ') else {
+        return String::new();
+    };
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| t.split_once(':').map(|(_, p)| p.to_owned()))
+        .unwrap_or_default()
+}
+
+/// An open link: its share, the identity to act as, and where its node is.
+struct Opened {
+    share: Share,
+    identity: HeaderValue,
+    node: Node,
+}
+
+/// Opens the link named in the request, or the answer refusing it.
+async fn open(gateway: &Channel, token: &str, headers: &HeaderMap) -> Result<Opened, Response> {
+    let client = headers
+        .get(CLIENT_ADDR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let opened = SharingClient::new(gateway.clone())
+        .open_link(OpenLinkRequest {
+            token: token.to_owned(),
+            password: basic_password(headers),
+            client,
+        })
+        .await
+        .map_err(refusal)?
+        .into_inner();
+    let share = opened.share.unwrap_or_default();
+    let identity = HeaderValue::from_str(&opened.identity)
+        .map_err(|_| dav_error(StatusCode::INTERNAL_SERVER_ERROR, "bad link identity", None))?;
+    // The shared node's current path, asked as the link.
+    let node = as_link(&identity, async {
+        StorageClient::new(gateway.clone())
+            .stat(StatRequest {
+                r#ref: Some(Ref {
+                    space_id: String::new(),
+                    path: String::new(),
+                    node_id: share.node_id.clone(),
+                }),
+                with_props: false,
+                with_locks: false,
+            })
+            .await
+    })
+    .await
+    .map_err(grpc_error)?
+    .into_inner();
+    Ok(Opened {
+        share,
+        identity,
+        node,
+    })
+}
+
+/// Runs `fut` with the link's identity on every call it makes.
+async fn as_link<F: Future>(identity: &HeaderValue, fut: F) -> F::Output {
+    let mut call = CallContext::current().unwrap_or_default();
+    call.identity = Some(identity.clone());
+    call.scope(fut).await
+}
+
+/// Why a link did not open, as HTTP: 404 unknown or expired, 401 password needed or wrong
+/// (with a Basic challenge, so clients ask for it), 429 when throttled.
+fn refusal(s: tonic::Status) -> Response {
+    match ErrorKind::of(&s) {
+        ErrorKind::Unauthenticated => {
+            let mut resp = dav_error(StatusCode::UNAUTHORIZED, s.message(), None);
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"public link\", charset=\"UTF-8\""),
+            );
+            resp
+        }
+        ErrorKind::Unavailable if s.metadata().contains_key(RETRY_AFTER_METADATA) => {
+            let mut resp = dav_error(StatusCode::TOO_MANY_REQUESTS, s.message(), None);
+            if let Some(v) = s
+                .metadata()
+                .get(RETRY_AFTER_METADATA)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            resp
+        }
+        _ => grpc_error(s),
+    }
+}
+
+/// The link's token and the path below it, from the request path.
+fn split(raw: &str) -> Option<(&str, &str, &str)> {
+    let (root, after) = ["/remote.php/dav/public-files/", "/dav/public-files/"]
+        .iter()
+        .find_map(|r| raw.strip_prefix(r).map(|a| (*r, a)))?;
+    let end = after.find('/').unwrap_or(after.len());
+    let (token, rest) = after.split_at(end);
+    Some((&raw[..root.len() + token.len()], token, rest))
+}
+
+async fn webdav(State(dav): State<Arc<Dav>>, req: Request) -> Response {
+    let raw = req.uri().path().to_owned();
+    let Some((prefix, token, rest)) = split(&raw) else {
+        return dav_error(StatusCode::NOT_FOUND, "Resource not found", None);
+    };
+    let opened = match open(dav.gateway(), token, req.headers()).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    let bits = opened.share.permissions;
+    let reading = matches!(req.method().as_str(), "PROPFIND" | "GET" | "HEAD");
+    if reading && bits & READ == 0 {
+        return dav_error(StatusCode::FORBIDDEN, "this link only takes uploads", None);
+    }
+    let base = opened.node.path.clone();
+    let rest = if rest.is_empty() { "/" } else { rest };
+    // A file link's root is the file; its own name below the token names it too.
+    let below = if opened.node.is_dir {
+        rest.to_owned()
+    } else {
+        let name = dav::encoded_path(&opened.node.name);
+        if rest == "/" || rest.trim_matches('/') == name.trim_start_matches('/') {
+            String::new()
+        } else {
+            return dav_error(StatusCode::NOT_FOUND, "Resource not found", None);
+        }
+    };
+    let mut raw_path = dav::encoded_path(&base);
+    if below != "/" {
+        raw_path.push_str(&below);
+    }
+    let path = match dav::decode_path(&raw_path) {
+        Ok(p) => p,
+        Err(e) => return dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None),
+    };
+    let loc = Location {
+        prefix: prefix.to_owned(),
+        space_id: opened.node.space_id.clone(),
+        path,
+        tokens: Vec::new(),
+        base,
+    };
+    as_link(&opened.identity, crate::webdav::serve(&dav, loc, req)).await
+}
+
+/// `/s/{token}`: a file's contents, a folder's listing as a small page, or how to upload to
+/// a drop.
+async fn browser(
+    State(dav): State<Arc<Dav>>,
+    axum::extract::Path(token): axum::extract::Path<String>,
+    req: Request,
+) -> Response {
+    if !matches!(req.method().as_str(), "GET" | "HEAD") {
+        return (StatusCode::METHOD_NOT_ALLOWED, "GET only\n").into_response();
+    }
+    let opened = match open(dav.gateway(), &token, req.headers()).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    let loc = Location {
+        prefix: format!("/s/{token}"),
+        space_id: opened.node.space_id.clone(),
+        path: match dav::decode_path(&dav::encoded_path(&opened.node.path)) {
+            Ok(p) => p,
+            Err(e) => return dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None),
+        },
+        tokens: Vec::new(),
+        base: opened.node.path.clone(),
+    };
+    let bits = opened.share.permissions;
+    if !opened.node.is_dir {
+        return as_link(&opened.identity, crate::webdav::serve(&dav, loc, req)).await;
+    }
+    let dav_root = format!("/remote.php/dav/public-files/{token}/");
+    let mut page = String::from("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>");
+    dav::escape::escape_text(&opened.node.name, &mut page);
+    page.push_str("</title></head><body><h1>");
+    dav::escape::escape_text(&opened.node.name, &mut page);
+    page.push_str("</h1>");
+    if bits & READ == 0 {
+        page.push_str("<p>Upload files with PUT to ");
+        dav::escape::escape_text(&dav_root, &mut page);
+        page.push_str("NAME</p>");
+    } else {
+        let listed = as_link(&opened.identity, async {
+            StorageClient::new(dav.gateway().clone())
+                .list(ListRequest {
+                    r#ref: Some(Ref {
+                        space_id: loc.space_id.clone(),
+                        path: loc.path.as_str().to_owned(),
+                        node_id: String::new(),
+                    }),
+                    with_props: false,
+                    with_locks: false,
+                })
+                .await
+        })
+        .await;
+        let children = match listed {
+            Ok(l) => l.into_inner().children,
+            Err(s) => return grpc_error(s),
+        };
+        page.push_str("<ul>");
+        for c in &children {
+            page.push_str("<li><a href=\"");
+            let mut href = dav_root.clone();
+            dav::encode_path(&c.name, &mut href);
+            if c.is_dir {
+                href.push('/');
+            }
+            dav::escape::escape_attr(&href, &mut page);
+            page.push_str("\">");
+            dav::escape::escape_text(&c.name, &mut page);
+            page.push_str("</a></li>");
+        }
+        page.push_str("</ul>");
+    }
+    page.push_str("</body></html>\n");
+    let mut resp = (StatusCode::OK, page).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_into_token_and_rest() {
+        assert_eq!(
+            split("/remote.php/dav/public-files/abc/x/y"),
+            Some(("/remote.php/dav/public-files/abc", "abc", "/x/y"))
+        );
+        assert_eq!(
+            split("/dav/public-files/abc"),
+            Some(("/dav/public-files/abc", "abc", ""))
+        );
+        assert_eq!(split("/remote.php/webdav/abc"), None);
+    }
+
+    #[test]
+    fn any_user_name_carries_the_password() {
+        let mut h = HeaderMap::new();
+        // "public:s3cr:et"
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic cHVibGljOnMzY3I6ZXQ="),
+        );
+        assert_eq!(basic_password(&h), "s3cr:et");
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        assert_eq!(basic_password(&h), "");
+        assert_eq!(basic_password(&HeaderMap::new()), "");
+    }
+}

@@ -1,0 +1,579 @@
+//! OpenID Connect Bearer tokens: verifying the provider's JWTs and mapping them to arca users.
+//!
+//! The provider's discovery document and signing keys (JWKS) are fetched when the proxy starts
+//! and kept in memory, refreshed every [`REFRESH`]; a token is verified locally against them
+//! (RS256 or ES256; signature, `iss`, `aud` when configured, `exp`/`nbf` with [`LEEWAY`]), so
+//! the provider is not on the request path: while it is down, Basic logins and tokens signed
+//! with known keys keep working. A token naming a key we do not know triggers one JWKS refetch
+//! (the provider rotated its keys), at most once per [`REFETCH_EVERY`] whatever the tokens say,
+//! so garbage tokens cannot make us hammer the provider.
+//!
+//! A verified token becomes an arca identity through the Users service: the user named by the
+//! configured claim, created at first login when `proxy.oidc.provision` is on. The result is
+//! cached until the token expires or for [`CACHE_TTL`], whichever is first, under an HMAC of
+//! the token keyed by a per-process secret, so neither the cache nor a heap dump holds a usable
+//! token. No token is ever logged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arca_proto::ErrorKind;
+use arca_proto::v1::users_client::UsersClient;
+use arca_proto::v1::{CreateUserRequest, GetUserRequest, User};
+use arca_runtime::{Identity, TokenSigner};
+use arca_transport::Channel;
+use hmac::{KeyInit, Mac};
+use http::HeaderValue;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+/// Clock skew tolerated on `exp` and `nbf`.
+const LEEWAY: u64 = 30;
+/// Longest a verified token is trusted without being verified again (a user removed in arca
+/// is noticed within this time).
+const CACHE_TTL: Duration = Duration::from_secs(60);
+/// Identity tokens signed for the frontend outlive the cache entry that hands them out.
+const TOKEN_TTL: Duration = Duration::from_secs(600);
+/// Cached tokens kept at most; expired entries are dropped when the map grows past this.
+const CACHE_MAX: usize = 10_000;
+/// Unknown-`kid` refetches of the JWKS happen at most this often.
+const REFETCH_EVERY: Duration = Duration::from_secs(30);
+/// The JWKS is refreshed this often, so keys the provider withdrew stop being accepted.
+const REFRESH: Duration = Duration::from_secs(600);
+/// Discovery and JWKS documents larger than this are refused.
+const MAX_DOCUMENT: usize = 1 << 20;
+
+/// Why a Bearer token was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BearerError {
+    /// The token is not valid (401); the reason is for the log.
+    #[error("{0}")]
+    Invalid(String),
+    /// The provider's keys or the Users service could not be reached (503).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Why the provider's documents could not be loaded.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("GET {url}: {reason}")]
+    Http { url: String, reason: String },
+    #[error("{url}: {reason}")]
+    Document { url: String, reason: String },
+    #[error("discovery names issuer {found:?}, configured is {configured:?}")]
+    IssuerMismatch { found: String, configured: String },
+}
+
+#[derive(Clone)]
+pub(crate) struct Oidc {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    issuer: String,
+    audience: Option<String>,
+    user_claim: String,
+    provision: bool,
+    http: reqwest::Client,
+    users: Channel,
+    signer: TokenSigner,
+    keys: RwLock<Keys>,
+    /// When the last unknown-`kid` refetch started; the lock also makes concurrent refetches
+    /// one, the others waiting for its keys.
+    refetch: tokio::sync::Mutex<Option<Instant>>,
+    cache_key: Vec<u8>,
+    cache: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+#[derive(Default)]
+struct Keys {
+    /// The `issuer` of the discovery document (tokens' `iss` must be exactly this).
+    issuer: Option<String>,
+    jwks_uri: Option<String>,
+    keys: Vec<Key>,
+    loaded: bool,
+}
+
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+#[derive(Clone)]
+struct Cached {
+    token: HeaderValue,
+    until: Instant,
+}
+
+#[derive(Deserialize)]
+struct Discovery {
+    issuer: String,
+    jwks_uri: String,
+}
+
+impl Oidc {
+    pub(crate) fn new(
+        config: &arca_config::ProxyOidc,
+        users: Channel,
+        signer: TokenSigner,
+    ) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("HTTP client for proxy.oidc.issuer: {e}"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                issuer: config.issuer.clone(),
+                audience: config.audience.clone(),
+                user_claim: config.user_claim.clone(),
+                provision: config.provision,
+                http,
+                users,
+                signer,
+                keys: RwLock::default(),
+                refetch: tokio::sync::Mutex::new(None),
+                cache_key: arca_config::generate_secret(32).into_bytes(),
+                cache: Mutex::default(),
+            }),
+        })
+    }
+
+    /// Loads the provider's keys, retrying with backoff until it answers, then refreshes them
+    /// every [`REFRESH`] (keeping the old ones while the provider is unreachable). Runs until
+    /// `shutdown`.
+    pub(crate) async fn keep_keys(self, shutdown: CancellationToken) {
+        let mut wait = Duration::from_millis(500);
+        loop {
+            // A fetch in flight must not hold up shutdown for its whole timeout.
+            let loaded = tokio::select! {
+                () = shutdown.cancelled() => return,
+                loaded = self.inner.load_keys() => loaded,
+            };
+            let next = match loaded {
+                Ok(count) => {
+                    tracing::info!(issuer = %self.inner.issuer, keys = count, "OIDC signing keys loaded");
+                    wait = Duration::from_millis(500);
+                    REFRESH
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot load the OIDC provider's keys; retrying");
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                    wait
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(next) => {}
+            }
+        }
+    }
+
+    /// The identity token for a Bearer token.
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<HeaderValue, BearerError> {
+        let inner = &self.inner;
+        let cache_key = inner.cache_key(token);
+        if let Some(identity) = inner.cached(&cache_key) {
+            return Ok(identity);
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| BearerError::Invalid(format!("malformed token: {e}")))?;
+        if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
+            return Err(BearerError::Invalid(format!(
+                "algorithm {:?} not accepted (RS256, ES256)",
+                header.alg
+            )));
+        }
+        let kid = header.kid.as_deref();
+        let (key, issuer) = match inner.find(kid, header.alg) {
+            Some(found) => found,
+            None => {
+                inner.refetch_for_unknown_key().await?;
+                inner.find(kid, header.alg).ok_or_else(|| {
+                    BearerError::Invalid(format!("no provider key {kid:?} for {:?}", header.alg))
+                })?
+            }
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = LEEWAY;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[issuer]);
+        match &inner.audience {
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+            }
+            None => {
+                validation.validate_aud = false;
+                validation.set_required_spec_claims(&["exp", "iss"]);
+            }
+        }
+        let claims =
+            jsonwebtoken::decode::<HashMap<String, serde_json::Value>>(token, &key, &validation)
+                .map_err(|e| BearerError::Invalid(format!("token refused: {e}")))?
+                .claims;
+        let text = |name: &str| {
+            claims
+                .get(name)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let username = text(&inner.user_claim);
+        if username.is_empty() {
+            return Err(BearerError::Invalid(format!(
+                "the token has no {} claim",
+                inner.user_claim
+            )));
+        }
+        let user = inner.user(&username, &text("name"), &text("email")).await?;
+        let identity = Identity {
+            id: user.id,
+            username: user.username,
+            display_name: user.display_name,
+            groups: user.groups,
+            admin: user.admin,
+        };
+        let signed = inner.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
+        let signed = HeaderValue::from_str(&signed)
+            .map_err(|_| BearerError::Unavailable("identity token encoding".into()))?;
+        let exp = claims.get("exp").and_then(serde_json::Value::as_u64);
+        inner.remember(cache_key, signed.clone(), exp);
+        Ok(signed)
+    }
+}
+
+impl Inner {
+    fn cache_key(&self, token: &str) -> [u8; 32] {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.cache_key)
+            .unwrap_or_else(|_| hmac::Hmac::<sha2::Sha256>::new(&Default::default()));
+        mac.update(token.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<HeaderValue> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .get(key)
+            .filter(|c| c.until > Instant::now())
+            .map(|c| c.token.clone())
+    }
+
+    fn remember(&self, key: [u8; 32], token: HeaderValue, exp: Option<u64>) {
+        let now = Instant::now();
+        let left = exp.map_or(Duration::ZERO, |exp| {
+            Duration::from_secs(exp.saturating_sub(unix_now()))
+        });
+        let until = now + left.min(CACHE_TTL);
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHE_MAX {
+            cache.retain(|_, c| c.until > now);
+        }
+        cache.insert(key, Cached { token, until });
+    }
+
+    /// The key for a token's `kid` and `alg`, and the issuer its `iss` must name. A token
+    /// without `kid` is accepted only when exactly one key fits its algorithm.
+    fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<(DecodingKey, String)> {
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let issuer = keys.issuer.clone()?;
+        let mut fitting = keys.keys.iter().filter(|k| k.alg == alg);
+        let key = match kid {
+            Some(kid) => fitting.find(|k| k.kid.as_deref() == Some(kid))?,
+            None => {
+                let first = fitting.next()?;
+                if fitting.next().is_some() {
+                    return None;
+                }
+                first
+            }
+        };
+        Some((key.key.clone(), issuer))
+    }
+
+    /// Refetches the keys for a token naming one we do not know, unless that was done less
+    /// than [`REFETCH_EVERY`] ago.
+    async fn refetch_for_unknown_key(&self) -> Result<(), BearerError> {
+        let mut last = self.refetch.lock().await;
+        let loaded = self
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .loaded;
+        if let Some(at) = *last
+            && at.elapsed() < REFETCH_EVERY
+        {
+            return if loaded {
+                Ok(())
+            } else {
+                Err(BearerError::Unavailable(
+                    "the OIDC provider's keys are not loaded yet".into(),
+                ))
+            };
+        }
+        *last = Some(Instant::now());
+        match self.load_keys().await {
+            Ok(count) => {
+                tracing::info!(
+                    keys = count,
+                    "OIDC signing keys refetched for an unknown key id"
+                );
+                Ok(())
+            }
+            Err(e) if loaded => {
+                tracing::warn!(error = %e, "cannot refetch the OIDC provider's keys");
+                Ok(())
+            }
+            Err(e) => Err(BearerError::Unavailable(format!(
+                "the OIDC provider's keys are not loaded: {e}"
+            ))),
+        }
+    }
+
+    /// Fetches discovery (once it succeeded, the JWKS URI is kept) and the JWKS; replaces the
+    /// keys only when both worked. Returns how many usable keys there are.
+    async fn load_keys(&self) -> Result<usize, FetchError> {
+        let known = {
+            let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+            keys.issuer.clone().zip(keys.jwks_uri.clone())
+        };
+        let (issuer, jwks_uri) = match known {
+            Some(known) => known,
+            None => {
+                let url = format!(
+                    "{}/.well-known/openid-configuration",
+                    self.issuer.trim_end_matches('/')
+                );
+                let discovery: Discovery = self.get_json(&url).await?;
+                // OpenID Connect Discovery 1.0 §4.3: the document's issuer must be the one we
+                // asked, or tokens could be minted by someone else's provider.
+                if discovery.issuer.trim_end_matches('/') != self.issuer.trim_end_matches('/') {
+                    return Err(FetchError::IssuerMismatch {
+                        found: discovery.issuer,
+                        configured: self.issuer.clone(),
+                    });
+                }
+                (discovery.issuer, discovery.jwks_uri)
+            }
+        };
+        let set: JwkSet = self.get_json(&jwks_uri).await?;
+        let keys: Vec<Key> =
+            set.keys
+                .iter()
+                .filter(|jwk| {
+                    !matches!(
+                        jwk.common.public_key_use,
+                        Some(PublicKeyUse::Encryption | PublicKeyUse::Other(_))
+                    )
+                })
+                .filter_map(|jwk| {
+                    let alg = match (&jwk.algorithm, jwk.common.key_algorithm) {
+                        (AlgorithmParameters::RSA(_), None | Some(KeyAlgorithm::RS256)) => {
+                            Algorithm::RS256
+                        }
+                        (
+                            AlgorithmParameters::EllipticCurve(ec),
+                            None | Some(KeyAlgorithm::ES256),
+                        ) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
+                        _ => return None,
+                    };
+                    let key = DecodingKey::from_jwk(jwk).ok()?;
+                    Some(Key {
+                        kid: jwk.common.key_id.clone(),
+                        alg,
+                        key,
+                    })
+                })
+                .collect();
+        if keys.is_empty() {
+            return Err(FetchError::Document {
+                url: jwks_uri,
+                reason: "no RS256 or ES256 signing key".into(),
+            });
+        }
+        let count = keys.len();
+        let mut current = self.keys.write().unwrap_or_else(PoisonError::into_inner);
+        *current = Keys {
+            issuer: Some(issuer),
+            jwks_uri: Some(jwks_uri),
+            keys,
+            loaded: true,
+        };
+        Ok(count)
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, FetchError> {
+        let http = |reason: String| FetchError::Http {
+            url: url.to_owned(),
+            reason,
+        };
+        let response = self
+            .http
+            .get(url)
+            .header(http::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| http(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(http(format!("status {}", response.status())));
+        }
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_DOCUMENT as u64)
+        {
+            return Err(http("document too large".into()));
+        }
+        let body = response.bytes().await.map_err(|e| http(e.to_string()))?;
+        if body.len() > MAX_DOCUMENT {
+            return Err(http("document too large".into()));
+        }
+        serde_json::from_slice(&body).map_err(|e| FetchError::Document {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The arca user `username`, created first if unknown and provisioning is on.
+    async fn user(&self, username: &str, name: &str, email: &str) -> Result<User, BearerError> {
+        match self
+            .call(
+                |mut c, r| async move { c.get_user(r).await },
+                GetUserRequest {
+                    id: String::new(),
+                    username: username.to_owned(),
+                },
+            )
+            .await
+        {
+            Ok(user) => return Ok(user),
+            Err(status) if ErrorKind::of(&status) == ErrorKind::NotFound => {}
+            Err(status) => return Err(unavailable(&status)),
+        }
+        if !self.provision {
+            return Err(BearerError::Invalid(format!(
+                "no arca user {username:?} and provisioning is off"
+            )));
+        }
+        // The user logs in through the provider only; this password is never shown to anyone
+        // and only exists because every arca user has one.
+        let created = self
+            .call(
+                |mut c, r| async move { c.create_user(r).await },
+                CreateUserRequest {
+                    username: username.to_owned(),
+                    display_name: name.to_owned(),
+                    mail: email.to_owned(),
+                    password: arca_config::generate_secret(32),
+                    admin: false,
+                },
+            )
+            .await;
+        match created {
+            Ok(user) => {
+                tracing::info!(user = %user.username, id = %user.id, "provisioned a user from OIDC claims");
+                Ok(user)
+            }
+            // Another request (or proxy) created it first.
+            Err(status) if ErrorKind::of(&status) == ErrorKind::AlreadyExists => self
+                .call(
+                    |mut c, r| async move { c.get_user(r).await },
+                    GetUserRequest {
+                        id: String::new(),
+                        username: username.to_owned(),
+                    },
+                )
+                .await
+                .map_err(|s| unavailable(&s)),
+            Err(status) if ErrorKind::of(&status) == ErrorKind::InvalidArgument => {
+                Err(BearerError::Invalid(format!(
+                    "cannot provision {username:?}: {}",
+                    status.message()
+                )))
+            }
+            Err(status) => Err(unavailable(&status)),
+        }
+    }
+
+    /// One Users call made as the proxy's service identity.
+    ///
+    /// Looking users up and creating them needs a caller, and creating needs an admin: no user
+    /// is logged in yet, so the proxy acts as itself. It signs a one-minute identity
+    /// `service:proxy` (a name no user can have: ':' is not allowed in user names) with the
+    /// process secret it already uses to vouch for every user, so this grants it nothing it
+    /// did not have: whoever holds that secret can mint any identity. The token goes only to
+    /// storage-system on these two calls, is never forwarded to the frontend, and clients can
+    /// never present one (the proxy strips the identity header from every request).
+    async fn call<Req, F, Fut>(&self, f: F, request: Req) -> Result<User, tonic::Status>
+    where
+        F: FnOnce(UsersClient<Channel>, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<User>, tonic::Status>>,
+    {
+        let service = Identity {
+            id: "service:proxy".into(),
+            username: "service:proxy".into(),
+            display_name: "arca proxy (OIDC provisioning)".into(),
+            groups: Vec::new(),
+            admin: true,
+        };
+        let token = self.signer.sign_identity(&service, Duration::from_secs(60));
+        let mut request = tonic::Request::new(request);
+        let value: tonic::metadata::AsciiMetadataValue = token
+            .parse()
+            .map_err(|_| tonic::Status::internal("identity token encoding"))?;
+        // The metadata key is the identity header the channel would otherwise fill in.
+        request.metadata_mut().insert("x-arca-identity", value);
+        f(UsersClient::new(self.users.clone()), request)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+}
+
+fn unavailable(status: &tonic::Status) -> BearerError {
+    BearerError::Unavailable(format!("users service: {}", status.message()))
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The `Bearer` token of an `Authorization` header (RFC 6750 §2.1), if that is its scheme.
+pub(crate) fn bearer_token(value: Option<&HeaderValue>) -> Option<&str> {
+    let value = value?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bearer_tokens() {
+        let v = HeaderValue::from_static("Bearer abc.def.ghi");
+        assert_eq!(bearer_token(Some(&v)), Some("abc.def.ghi"));
+        let v = HeaderValue::from_static("bearer  xyz ");
+        assert_eq!(bearer_token(Some(&v)), Some("xyz"));
+        let v = HeaderValue::from_static("Basic YWRtaW46eA==");
+        assert_eq!(bearer_token(Some(&v)), None);
+        let v = HeaderValue::from_static("Bearer ");
+        assert_eq!(bearer_token(Some(&v)), None);
+        assert_eq!(bearer_token(None), None);
+    }
+
+    #[test]
+    fn service_calls_use_the_identity_header() {
+        // `call` writes the header name literally (tonic wants a 'static key).
+        assert_eq!(
+            arca_transport::context::IDENTITY_HEADER.as_str(),
+            "x-arca-identity"
+        );
+    }
+}

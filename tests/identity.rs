@@ -1,0 +1,792 @@
+//! Identity end to end, with the real `arca` binary: a changed password, a deleted user and a
+//! revoked app token stop working on the very next request (the proxy's credential cache is
+//! invalidated by storage-system's change feed, in one process and across processes over TCP
+//! and Unix sockets, and a lost feed never leaves stale logins behind); app tokens are
+//! created, listed, used, revoked and expire; groups and their members through Graph; and
+//! `arca users` on the database, alone and beside a running server.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use arca_tests::{
+    HttpResponse, Launch, Server, TempDir, arca_bin, command, eventually, free_port, get, send,
+};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+/// Deadline for states that take milliseconds when all is well.
+const WITHIN: Duration = Duration::from_secs(15);
+const ADMIN_PASSWORD: &str = "admin-secret";
+/// Processes of one deployment verify each other's identity tokens: they share the secret.
+const SPLIT_SECRET: &str = "0123456789abcdef0123456789abcdef";
+/// What `arca users` documents: a change written to the database by another process reaches
+/// every proxy within this (storage-system's 1 s poll plus one round trip).
+const CLI_BOUND: Duration = Duration::from_secs(2);
+
+fn basic(user: &str, password: &str) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+/// One request as `user`, with a JSON body (empty for none).
+async fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    (user, password): (&str, &str),
+    body: &str,
+) -> anyhow::Result<HttpResponse> {
+    let auth = basic(user, password);
+    let mut headers = vec![("authorization", auth.as_str())];
+    if !body.is_empty() {
+        headers.push(("content-type", "application/json"));
+    }
+    send(addr, method, path, &headers, body.to_owned()).await
+}
+
+async fn status(addr: &str, method: &str, path: &str, who: (&str, &str), body: &str) -> u16 {
+    match call(addr, method, path, who, body).await {
+        Ok(r) => r.status,
+        Err(e) => panic!("{method} {path}: {e:#}"),
+    }
+}
+
+fn admin() -> (&'static str, &'static str) {
+    ("admin", ADMIN_PASSWORD)
+}
+
+async fn start(dir: &TempDir) -> anyhow::Result<Server> {
+    let mut server = Launch::arca(dir)
+        .env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .spawn()?;
+    server.wait_ready(WITHIN).await?;
+    Ok(server)
+}
+
+/// Creates a user through Graph as admin; returns their id.
+async fn create_user(addr: &str, name: &str, password: &str) -> anyhow::Result<String> {
+    let body = json!({
+        "onPremisesSamAccountName": name,
+        "displayName": name,
+        "mail": format!("{name}@example.org"),
+        "passwordProfile": {"password": password},
+    });
+    let r = call(
+        addr,
+        "POST",
+        "/graph/v1.0/users",
+        admin(),
+        &body.to_string(),
+    )
+    .await?;
+    anyhow::ensure!(r.status == 201, "create {name}: {} {}", r.status, r.text());
+    Ok(r.json()?["id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The sum of the samples of the metric lines starting with `prefix`.
+fn counter(metrics: &str, prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// How many times storage-system was asked to verify a credential, from the metrics of the
+/// process at `debug` (which must host storage-system).
+async fn authentications(debug: &str) -> anyhow::Result<f64> {
+    let metrics = get(debug, "/metrics", &[]).await?.text();
+    Ok(counter(
+        &metrics,
+        r#"arca_requests_total{service="storage-system",route="/arca.v1.Users/Authenticate""#,
+    ))
+}
+
+/// Waits until `who`'s logins are served from the proxy's cache (the feed is subscribed and
+/// the credential verified once): two requests in a row cost storage-system nothing. This is
+/// what makes the invalidation tests mean something: without a cache they would pass anyway.
+async fn wait_cached(public: &str, debug: &str, who: (&str, &str)) -> anyhow::Result<()> {
+    eventually(
+        WITHIN,
+        &format!("{}'s login served from the cache", who.0),
+        || async move {
+            let r = call(public, "GET", "/graph/v1.0/me", who, "").await?;
+            anyhow::ensure!(
+                r.status == 200,
+                "GET /me as {}: {} {}",
+                who.0,
+                r.status,
+                r.text()
+            );
+            let before = authentications(debug).await?;
+            for _ in 0..3 {
+                let r = call(public, "GET", "/graph/v1.0/me", who, "").await?;
+                anyhow::ensure!(r.status == 200, "GET /me as {}: {}", who.0, r.status);
+            }
+            Ok((authentications(debug).await? == before).then_some(()))
+        },
+    )
+    .await
+}
+
+async fn me(public: &str, who: (&str, &str)) -> u16 {
+    status(public, "GET", "/graph/v1.0/me", who, "").await
+}
+
+#[tokio::test]
+async fn a_changed_password_is_refused_on_the_very_next_request() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let (public, debug) = (server.public.as_str(), server.debug.as_str());
+    let alice = create_user(public, "alice", "alice-pass-0").await?;
+    let mut password = "alice-pass-0".to_owned();
+    for round in 1..=4 {
+        wait_cached(public, debug, ("alice", &password)).await?;
+        let new = format!("alice-pass-{round}");
+        let patch = json!({"passwordProfile": {"password": new}}).to_string();
+        // Admins change passwords, and users their own.
+        let by = if round % 2 == 1 {
+            admin()
+        } else {
+            ("alice", password.as_str())
+        };
+        let path = format!("/graph/v1.0/users/{alice}");
+        let patching = Instant::now();
+        let r = call(public, "PATCH", &path, by, &patch).await?;
+        assert_eq!(r.status, 200, "round {round}: {}", r.text());
+        // Hashing and the proxies' acknowledgement included.
+        eprintln!("password change answered in {:?}", patching.elapsed());
+        assert_eq!(
+            me(public, ("alice", &password)).await,
+            401,
+            "round {round}: the old password still works"
+        );
+        assert_eq!(me(public, ("alice", &new)).await, 200, "round {round}");
+        password = new;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deleted_user_is_refused_at_once() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let (public, debug) = (server.public.as_str(), server.debug.as_str());
+    let bob = create_user(public, "bob", "bob-pass").await?;
+    wait_cached(public, debug, ("bob", "bob-pass")).await?;
+    let path = format!("/graph/v1.0/users/{bob}");
+    assert_eq!(status(public, "DELETE", &path, admin(), "").await, 204);
+    assert_eq!(me(public, ("bob", "bob-pass")).await, 401);
+    // A new user of the same name is someone else, with their own password.
+    create_user(public, "bob", "new-bob").await?;
+    assert_eq!(me(public, ("bob", "bob-pass")).await, 401);
+    assert_eq!(me(public, ("bob", "new-bob")).await, 200);
+
+    // The proxy's feed subscription (in memory here) holds up no one's shutdown.
+    let mut server = server;
+    let stopping = Instant::now();
+    server.proc.sigterm();
+    assert_eq!(server.proc.exit_code(WITHIN).await?, Some(0));
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn app_tokens_are_created_listed_used_and_revoked() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let (public, debug) = (server.public.as_str(), server.debug.as_str());
+    create_user(public, "carol", "carol-pass").await?;
+    create_user(public, "dave", "dave-pass").await?;
+    let carol = ("carol", "carol-pass");
+
+    // Without a valid expiry nothing is created; anonymous callers are not let in at all.
+    for path in [
+        "/auth-app/tokens",
+        "/auth-app/tokens?expiry=soon",
+        "/auth-app/tokens?expiry=0h",
+    ] {
+        let r = call(public, "POST", path, carol, "").await?;
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+    }
+    let anonymous = send(public, "POST", "/auth-app/tokens?expiry=1h", &[], "").await?;
+    assert_eq!(anonymous.status, 401);
+
+    let created = call(
+        public,
+        "POST",
+        "/auth-app/tokens?expiry=72h&label=phone",
+        carol,
+        "",
+    )
+    .await?;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let created = created.json()?;
+    let secret = created["token"].as_str().unwrap_or_default().to_owned();
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    assert!(secret.len() >= 32, "{created}");
+    assert_eq!(created["label"], "phone");
+    for field in ["created_date", "expiration_date"] {
+        assert!(
+            created[field].as_str().is_some_and(|d| d.ends_with('Z')),
+            "{field}: {created}"
+        );
+    }
+
+    // The list shows the token but never its secret.
+    let listed = call(public, "GET", "/auth-app/tokens", carol, "").await?;
+    assert_eq!(listed.status, 200);
+    assert!(!listed.text().contains(&secret), "{}", listed.text());
+    let listed = listed.json()?;
+    let entries = listed.as_array().cloned().unwrap_or_default();
+    assert_eq!(entries.len(), 1, "{listed}");
+    assert_eq!(entries[0]["id"], id.as_str());
+    assert_eq!(entries[0]["label"], "phone");
+    // Tokens are per user.
+    let others = call(public, "GET", "/auth-app/tokens", ("dave", "dave-pass"), "").await?;
+    assert_eq!(others.json()?, json!([]));
+
+    // The token is a password for carol, and for nobody else.
+    let with_token = ("carol", secret.as_str());
+    assert_eq!(me(public, with_token).await, 200);
+    wait_cached(public, debug, with_token).await?;
+    let auth = basic("carol", &secret);
+    let headers = [("authorization", auth.as_str()), ("depth", "1")];
+    let webdav = send(public, "PROPFIND", "/remote.php/webdav/", &headers, "").await?;
+    assert_eq!(webdav.status, 207, "{}", webdav.text());
+    assert_eq!(me(public, ("dave", &secret)).await, 401);
+    // Someone else cannot revoke it.
+    let path = format!("/auth-app/tokens?token={secret}");
+    assert_eq!(
+        status(public, "DELETE", &path, ("dave", "dave-pass"), "").await,
+        404
+    );
+    assert_eq!(me(public, with_token).await, 200);
+
+    // Revoked: refused on the next request; the password still works.
+    assert_eq!(status(public, "DELETE", &path, carol, "").await, 204);
+    assert_eq!(me(public, with_token).await, 401);
+    assert_eq!(me(public, carol).await, 200);
+    assert_eq!(status(public, "DELETE", &path, carol, "").await, 404);
+
+    // Revoking by the id the list shows works the same.
+    let second = call(public, "POST", "/auth-app/tokens?expiry=1h", carol, "").await?;
+    let second = second.json()?;
+    let (secret2, id2) = (
+        second["token"].as_str().unwrap_or_default().to_owned(),
+        second["id"].as_str().unwrap_or_default().to_owned(),
+    );
+    assert_eq!(second["label"], "Generated via API");
+    wait_cached(public, debug, ("carol", &secret2)).await?;
+    let path = format!("/auth-app/tokens?id={id2}");
+    assert_eq!(status(public, "DELETE", &path, carol, "").await, 204);
+    assert_eq!(me(public, ("carol", &secret2)).await, 401);
+
+    // Deleting the user takes their tokens along.
+    let third = call(public, "POST", "/auth-app/tokens?expiry=1h", carol, "").await?;
+    let secret3 = third.json()?["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(me(public, ("carol", &secret3)).await, 200);
+    let carol_id = call(public, "GET", "/graph/v1.0/me", carol, "")
+        .await?
+        .json()?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = format!("/graph/v1.0/users/{carol_id}");
+    assert_eq!(status(public, "DELETE", &path, admin(), "").await, 204);
+    assert_eq!(me(public, ("carol", &secret3)).await, 401);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_app_token_is_refused() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let public = server.public.as_str();
+    create_user(public, "erin", "erin-pass").await?;
+    let created = call(
+        public,
+        "POST",
+        "/auth-app/tokens?expiry=3s",
+        ("erin", "erin-pass"),
+        "",
+    )
+    .await?;
+    let created_at = Instant::now();
+    let secret = created.json()?["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let first = me(public, ("erin", &secret)).await;
+    assert_eq!(first, 200, "a fresh token works");
+    eventually(WITHIN, "the expired token refused", || {
+        let secret = secret.clone();
+        async move {
+            let r = call(public, "GET", "/graph/v1.0/me", ("erin", &secret), "").await?;
+            Ok((r.status == 401).then_some(()))
+        }
+    })
+    .await?;
+    let after = created_at.elapsed();
+    assert!(
+        after >= Duration::from_secs(2),
+        "refused after {after:?}, before it expired"
+    );
+    // Expired tokens are not listed either.
+    let listed = call(public, "GET", "/auth-app/tokens", ("erin", "erin-pass"), "").await?;
+    assert_eq!(listed.json()?, json!([]));
+    Ok(())
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["value"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|x| x["displayName"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn groups_members_and_member_of_through_graph() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let public = server.public.as_str();
+    let frank_id = create_user(public, "frank", "frank-pass").await?;
+    let gina_id = create_user(public, "gina", "gina-pass").await?;
+    let frank = ("frank", "frank-pass");
+
+    let new = json!({"displayName": "team", "description": "the team"}).to_string();
+    let created = call(public, "POST", "/graph/v1.0/groups", admin(), &new).await?;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let group = created.json()?;
+    let id = group["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(group["displayName"], "team");
+    assert_eq!(group["description"], "the team");
+    let again = call(public, "POST", "/graph/v1.0/groups", admin(), &new).await?;
+    assert_eq!(again.status, 409, "{}", again.text());
+    for bad in ["{", r#"{"displayName": ""}"#, r#"{"description": "x"}"#] {
+        let r = call(public, "POST", "/graph/v1.0/groups", admin(), bad).await?;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+
+    // Non-admins read groups but change nothing.
+    let listed = call(public, "GET", "/graph/v1.0/groups", frank, "").await?;
+    assert_eq!(listed.status, 200);
+    assert_eq!(names(&listed.json()?), ["team"]);
+    let group_path = format!("/graph/v1.0/groups/{id}");
+    let members_ref = format!("{group_path}/members/$ref");
+    let frank_ref =
+        json!({"@odata.id": format!("http://{public}/graph/v1.0/users/{frank_id}")}).to_string();
+    let writes = [
+        (
+            "POST",
+            "/graph/v1.0/groups".to_owned(),
+            r#"{"displayName":"mine"}"#.to_owned(),
+        ),
+        (
+            "PATCH",
+            group_path.clone(),
+            r#"{"displayName":"ours"}"#.to_owned(),
+        ),
+        ("DELETE", group_path.clone(), String::new()),
+        ("POST", members_ref.clone(), frank_ref.clone()),
+        (
+            "DELETE",
+            format!("{group_path}/members/{gina_id}/$ref"),
+            String::new(),
+        ),
+    ];
+    for (method, path, body) in &writes {
+        let r = call(public, method, path, frank, body).await?;
+        assert_eq!(
+            r.status,
+            403,
+            "{method} {path} as a non-admin: {}",
+            r.text()
+        );
+    }
+
+    // Rename, then add members by reference (by id, and by user name).
+    let patch = json!({"displayName": "crew"}).to_string();
+    assert_eq!(
+        status(public, "PATCH", &group_path, admin(), &patch).await,
+        204
+    );
+    let read = call(public, "GET", &group_path, frank, "").await?.json()?;
+    assert_eq!(
+        (read["displayName"].as_str(), read["description"].as_str()),
+        (Some("crew"), Some("the team"))
+    );
+    assert_eq!(
+        status(public, "POST", &members_ref, admin(), &frank_ref).await,
+        204
+    );
+    let gina_ref =
+        json!({"@odata.id": format!("http://{public}/graph/v1.0/users/gina")}).to_string();
+    assert_eq!(
+        status(public, "POST", &members_ref, admin(), &gina_ref).await,
+        204
+    );
+    let members = call(public, "GET", &format!("{group_path}/members"), frank, "").await?;
+    assert_eq!(members.status, 200);
+    assert_eq!(names(&members.json()?), ["frank", "gina"]);
+    let expanded = call(
+        public,
+        "GET",
+        &format!("{group_path}?$expand=members"),
+        frank,
+        "",
+    )
+    .await?;
+    let expanded = expanded.json()?;
+    assert_eq!(
+        expanded["members"].as_array().map(Vec::len),
+        Some(2),
+        "{expanded}"
+    );
+    for bad in [r#"{"@odata.id": "http://x/graph/v1.0/groups/1"}"#, "{}"] {
+        let r = call(public, "POST", &members_ref, admin(), bad).await?;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+    let nobody = json!({"@odata.id": "http://x/graph/v1.0/users/nobody"}).to_string();
+    assert_eq!(
+        status(public, "POST", &members_ref, admin(), &nobody).await,
+        404
+    );
+
+    // memberOf, for the caller.
+    let mine = call(public, "GET", "/graph/v1.0/me?$expand=memberOf", frank, "").await?;
+    assert_eq!(mine.status, 200);
+    let mine = mine.json()?;
+    assert_eq!(mine["onPremisesSamAccountName"], "frank");
+    let member_of: Vec<&str> = mine["memberOf"]
+        .as_array()
+        .map(|g| g.iter().filter_map(|x| x["displayName"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(member_of, ["crew"], "{mine}");
+    assert_eq!(mine["memberOf"][0]["id"], id.as_str());
+    let plain = call(public, "GET", "/graph/v1.0/me", frank, "")
+        .await?
+        .json()?;
+    assert!(plain.get("memberOf").is_none(), "{plain}");
+
+    // Membership ends by reference; a user's deletion ends theirs.
+    let frank_out = format!("{group_path}/members/{frank_id}/$ref");
+    assert_eq!(status(public, "DELETE", &frank_out, admin(), "").await, 204);
+    assert_eq!(status(public, "DELETE", &frank_out, admin(), "").await, 404);
+    let mine = call(public, "GET", "/graph/v1.0/me?$expand=memberOf", frank, "")
+        .await?
+        .json()?;
+    assert_eq!(mine["memberOf"], json!([]), "{mine}");
+    let gina_path = format!("/graph/v1.0/users/{gina_id}");
+    assert_eq!(status(public, "DELETE", &gina_path, admin(), "").await, 204);
+    let members = call(public, "GET", &format!("{group_path}/members"), admin(), "").await?;
+    assert_eq!(names(&members.json()?), Vec::<String>::new());
+
+    // Deleted: gone for everyone.
+    assert_eq!(
+        status(public, "DELETE", &group_path, admin(), "").await,
+        204
+    );
+    assert_eq!(status(public, "GET", &group_path, admin(), "").await, 404);
+    let listed = call(public, "GET", "/graph/v1.0/groups", admin(), "").await?;
+    assert_eq!(names(&listed.json()?), Vec::<String>::new());
+    Ok(())
+}
+
+/// `arca users ARGS… --data-dir DIR`, `stdin` fed to it; its exit code and output.
+async fn users_cli(
+    data_dir: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<(Option<i32>, String, String)> {
+    let mut cmd = tokio::process::Command::from(command(arca_bin()));
+    cmd.arg("users")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().context("spawn arca users")?;
+    if let Some(mut pipe) = child.stdin.take() {
+        if let Some(input) = stdin {
+            pipe.write_all(input.as_bytes()).await?;
+        }
+        drop(pipe);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .context("arca users did not finish within 30s")??;
+    Ok((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn users_cli_works_on_the_database_with_no_server() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let data = dir.join("data");
+    let (code, out, err) = users_cli(
+        &data,
+        &[
+            "add",
+            "bob",
+            "--display-name",
+            "Bob B",
+            "--email",
+            "bob@example.org",
+            "--password-stdin",
+        ],
+        Some("bob-pass\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!out.contains("bob-pass"), "{out}");
+
+    let (code, _, err) = users_cli(&data, &["add", "bob", "--password-stdin"], Some("x\n")).await?;
+    assert_eq!(code, Some(1));
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("user bob exists"), "{err}");
+
+    // Without --password-stdin a password is made up and shown once.
+    let (code, out, err) = users_cli(&data, &["add", "root2", "--admin"], None).await?;
+    assert_eq!(code, Some(0), "{err}");
+    let generated = out
+        .lines()
+        .find_map(|l| l.strip_prefix("password: "))
+        .map(str::to_owned)
+        .with_context(|| format!("no generated password in {out:?}"))?;
+    assert!(generated.len() >= 16, "{generated}");
+
+    let (code, out, err) = users_cli(&data, &["list"], None).await?;
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let header: Vec<&str> = lines[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "ID", "DISPLAY NAME", "EMAIL", "ADMIN"],
+        "{out}"
+    );
+    let bob = lines
+        .iter()
+        .find(|l| l.starts_with("bob "))
+        .with_context(|| out.clone())?;
+    assert!(
+        bob.contains("Bob B") && bob.contains("bob@example.org") && bob.ends_with("no"),
+        "{bob}"
+    );
+    let root2 = lines
+        .iter()
+        .find(|l| l.starts_with("root2 "))
+        .with_context(|| out.clone())?;
+    assert!(root2.ends_with("yes"), "{root2}");
+
+    let (code, _, err) = users_cli(
+        &data,
+        &["passwd", "nobody", "--password-stdin"],
+        Some("p\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no user nobody"), "{err}");
+    let (code, _, err) = users_cli(
+        &data,
+        &["passwd", "bob", "--password-stdin"],
+        Some("bob-new\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{err}");
+
+    // Usage errors exit 2 with one line.
+    for (args, stdin) in [
+        (vec!["frobnicate"], None),
+        (vec!["add"], None),
+        (vec!["add", "b ob", "--password-stdin"], Some("p\n")),
+        (vec!["add", "empty", "--password-stdin"], Some("\n")),
+    ] {
+        let (code, _, err) = users_cli(&data, &args, stdin).await?;
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+    }
+
+    let (code, _, err) = users_cli(&data, &["delete", "bob"], None).await?;
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = users_cli(&data, &["delete", "bob"], None).await?;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no user bob"), "{err}");
+    let (_, out, _) = users_cli(&data, &["list"], None).await?;
+    assert!(!out.lines().any(|l| l.starts_with("bob ")), "{out}");
+
+    // The server starts on what the CLI wrote, and its users log in.
+    let server = start(&dir).await?;
+    assert_eq!(me(&server.public, ("root2", &generated)).await, 200);
+    let users = call(
+        &server.public,
+        "GET",
+        "/graph/v1.0/users",
+        ("root2", &generated),
+        "",
+    )
+    .await?;
+    assert_eq!(users.status, 200, "root2 is an admin: {}", users.text());
+    Ok(())
+}
+
+#[tokio::test]
+async fn users_cli_beside_a_running_server_takes_effect_within_the_bound() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let data = dir.join("data");
+    let server = start(&dir).await?;
+    let (public, debug) = (server.public.as_str(), server.debug.as_str());
+
+    // Added while the server runs: usable at once (nothing cached to forget).
+    let (code, _, err) = users_cli(
+        &data,
+        &["add", "hank", "--password-stdin"],
+        Some("hank-1\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{err}");
+    wait_cached(public, debug, ("hank", "hank-1")).await?;
+
+    let (code, _, err) = users_cli(
+        &data,
+        &["passwd", "hank", "--password-stdin"],
+        Some("hank-2\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{err}");
+    let changed = Instant::now();
+    eventually(CLI_BOUND * 2, "the old password refused", || async move {
+        Ok((me(public, ("hank", "hank-1")).await == 401).then_some(()))
+    })
+    .await?;
+    let took = changed.elapsed();
+    eprintln!("arca users passwd took effect after {took:?} (documented bound {CLI_BOUND:?})");
+    assert_eq!(me(public, ("hank", "hank-2")).await, 200);
+
+    wait_cached(public, debug, ("hank", "hank-2")).await?;
+    let (code, _, err) = users_cli(&data, &["delete", "hank"], None).await?;
+    assert_eq!(code, Some(0), "{err}");
+    let deleted = Instant::now();
+    eventually(CLI_BOUND * 2, "the deleted user refused", || async move {
+        Ok((me(public, ("hank", "hank-2")).await == 401).then_some(()))
+    })
+    .await?;
+    eprintln!(
+        "arca users delete took effect after {:?}",
+        deleted.elapsed()
+    );
+    Ok(())
+}
+
+/// The services of process B in the split tests: the gateway and everything behind it.
+const BACK: [&str; 4] = ["gateway", "storage-users", "storage-system", "sharing"];
+
+fn back(dir: &TempDir, endpoints: &[String; 4]) -> Launch {
+    let mut b = Launch::arca(dir)
+        .services(&BACK.join(","))
+        .set("identity.secret", SPLIT_SECRET)
+        .env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD);
+    for (service, endpoint) in BACK.iter().zip(endpoints) {
+        b = b.set(&format!("{service}.endpoint"), endpoint);
+    }
+    b
+}
+
+/// Process A hosts the proxy and frontend, process B the rest (storage-system among them): the
+/// credential feed crosses the process boundary. A password change through Graph is refused
+/// at A's proxy on the next request; and when B goes away, A drops what it cached, so a change
+/// made while the feed was down (here by `arca users` on B's stopped database) cannot be
+/// answered from A's cache after B is back.
+async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
+    let (dir_a, dir_b) = (TempDir::new(), TempDir::new());
+    let mut a = Launch::arca(&dir_a)
+        .services("proxy,frontend")
+        .set("identity.secret", SPLIT_SECRET)
+        .set("registry.kind", "static");
+    for (service, endpoint) in BACK.iter().zip(&endpoints) {
+        a = a.set(&format!("registry.static.{service}"), endpoint);
+    }
+    let mut a = a.spawn()?;
+    let mut b = back(&dir_b, &endpoints).spawn()?;
+    b.wait_ready(WITHIN).await?;
+    a.wait_ready(WITHIN).await?;
+    let (public, b_debug) = (a.public.clone(), b.debug.clone());
+
+    let ivan = create_user(&public, "ivan", "ivan-1").await?;
+    wait_cached(&public, &b_debug, ("ivan", "ivan-1")).await?;
+    let patch = json!({"passwordProfile": {"password": "ivan-2"}}).to_string();
+    let path = format!("/graph/v1.0/users/{ivan}");
+    let patching = Instant::now();
+    let r = call(&public, "PATCH", &path, admin(), &patch).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    eprintln!(
+        "split: password change answered in {:?}",
+        patching.elapsed()
+    );
+    assert_eq!(me(&public, ("ivan", "ivan-1")).await, 401);
+    assert_eq!(me(&public, ("ivan", "ivan-2")).await, 200);
+    wait_cached(&public, &b_debug, ("ivan", "ivan-2")).await?;
+
+    // B stops (its feed stream must not hold up its shutdown), its database changes behind
+    // A's back, B comes back.
+    b.proc.sigterm();
+    assert_eq!(
+        b.proc.exit_code(WITHIN).await?,
+        Some(0),
+        "{}",
+        b.proc.stderr_tail(20)
+    );
+    let (code, _, err) = users_cli(
+        &dir_b.join("data"),
+        &["passwd", "ivan", "--password-stdin"],
+        Some("ivan-3\n"),
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{err}");
+    let mut b = back(&dir_b, &endpoints).spawn()?;
+    b.wait_ready(WITHIN).await?;
+    a.wait_ready(WITHIN).await?;
+    assert_eq!(
+        me(&public, ("ivan", "ivan-2")).await,
+        401,
+        "a stale login was served from A's cache"
+    );
+    assert_eq!(me(&public, ("ivan", "ivan-3")).await, 200);
+    // And A resubscribed: logins are cached and invalidated again.
+    wait_cached(&public, &b.debug, ("ivan", "ivan-3")).await?;
+    let patch = json!({"passwordProfile": {"password": "ivan-4"}}).to_string();
+    assert_eq!(status(&public, "PATCH", &path, admin(), &patch).await, 200);
+    assert_eq!(me(&public, ("ivan", "ivan-3")).await, 401);
+    assert_eq!(me(&public, ("ivan", "ivan-4")).await, 200);
+    Ok(())
+}
+
+#[tokio::test]
+async fn split_over_tcp_a_changed_password_is_refused_at_once() -> anyhow::Result<()> {
+    split_processes(BACK.map(|_| format!("tcp://127.0.0.1:{}", free_port()))).await
+}
+
+#[tokio::test]
+async fn split_over_unix_sockets_a_changed_password_is_refused_at_once() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    split_processes(BACK.map(|s| format!("unix://{}", dir.join(&format!("{s}.sock")).display())))
+        .await
+}
