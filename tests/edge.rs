@@ -812,6 +812,9 @@ async fn oidc_tokens_are_verified_provision_users_and_survive_the_issuer() -> an
         &[
             ("proxy.oidc.issuer", &iss),
             ("proxy.oidc.audience", "arca-web"),
+            // 13 refused tokens below from one address: more than the default 10 failed
+            // logins, which would be throttled (that has its own test).
+            ("proxy.auth.max_failures", "100"),
         ],
     )
     .await?;
@@ -1032,6 +1035,462 @@ async fn an_issuer_down_at_start_delays_bearer_logins_only() -> anyhow::Result<(
     )
     .await?;
     assert!(!users.text().contains("stranger"), "{}", users.text());
+    issuer.stop().await?;
+    Ok(())
+}
+
+// --- Bearer logins and the credential feed, throttling, secrets in logs -------------------
+
+/// Creates `name` with `password` through Graph as admin; their id.
+async fn create_user(addr: &str, name: &str, password: &str) -> anyhow::Result<String> {
+    let body = json!({
+        "onPremisesSamAccountName": name,
+        "displayName": name,
+        "mail": format!("{name}@example.org"),
+        "passwordProfile": {"password": password},
+    });
+    let r = send(
+        addr,
+        "POST",
+        "/graph/v1.0/users",
+        &[
+            ("authorization", AUTH),
+            ("content-type", "application/json"),
+        ],
+        body.to_string(),
+    )
+    .await?;
+    ensure!(r.status == 201, "create {name}: {} {}", r.status, r.text());
+    Ok(r.json()?["id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// How often storage-system was asked for a user (what a Bearer login costs uncached), from
+/// the metrics of the process at `debug`.
+async fn user_lookups(debug: &str) -> anyhow::Result<f64> {
+    let metrics = arca_tests::get(debug, "/metrics", &[]).await?.text();
+    Ok(metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                r#"arca_requests_total{service="storage-system",route="/arca.v1.Users/GetUser""#,
+            )
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Waits until Bearer `token` is served from the proxy's cache: three PROPFINDs of `path` in
+/// a row cost storage-system no user lookup. Without that the eviction test would prove
+/// nothing (an uncached proxy passes it anyway).
+async fn wait_bearer_cached(server: &Server, path: &str, token: &str) -> anyhow::Result<()> {
+    eventually(
+        Duration::from_secs(15),
+        "the Bearer login served from the cache",
+        || async move {
+            ensure!(propfind(&server.public, path, &bearer(token)).await? == 207);
+            let before = user_lookups(&server.debug).await?;
+            for _ in 0..3 {
+                ensure!(propfind(&server.public, path, &bearer(token)).await? == 207);
+            }
+            Ok((user_lookups(&server.debug).await? == before).then_some(()))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_deleted_users_bearer_token_is_refused_on_the_very_next_request() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let rsa = rsa_key(dir.path(), "rsa-1")?;
+    let issuer = Issuer::start("127.0.0.1:0", &[&rsa]).await?;
+    let iss = issuer.url.clone();
+    let server = start(
+        &dir,
+        &[
+            ("proxy.oidc.issuer", &iss),
+            ("proxy.oidc.provision", "false"),
+        ],
+    )
+    .await?;
+    let a = server.public.clone();
+    let frank_id = create_user(&a, "frank", "frank-password").await?;
+    let frank = token(&rsa, "rsa-1", &claims(&iss, "any", "frank"))?;
+    let root = "/remote.php/dav/files/frank/";
+    wait_bearer_cached(&server, root, &frank).await?;
+
+    // An OIDC login may manage app tokens (only app tokens may not).
+    let created = send(
+        &a,
+        "POST",
+        "/auth-app/tokens?expiry=1h",
+        &[("authorization", &bearer(&frank))],
+        "",
+    )
+    .await?;
+    assert_eq!(created.status, 200, "{}", created.text());
+
+    let deleting = Instant::now();
+    let r = send(
+        &a,
+        "DELETE",
+        &format!("/graph/v1.0/users/{frank_id}"),
+        &[("authorization", AUTH)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    // The token is still valid for the provider for ten minutes; arca refuses it at once.
+    assert_eq!(propfind(&a, root, &bearer(&frank)).await?, 401);
+    eprintln!(
+        "deletion answered and its Bearer token refused within {:?}",
+        deleting.elapsed()
+    );
+
+    // A new frank is someone else: the same token now names them, never the old identity.
+    let new_id = create_user(&a, "frank", "another-password").await?;
+    assert_ne!(new_id, frank_id);
+    let me = send(
+        &a,
+        "GET",
+        "/graph/v1.0/me",
+        &[("authorization", &bearer(&frank))],
+        "",
+    )
+    .await?;
+    assert_eq!(me.status, 200, "{}", me.text());
+    assert_eq!(me.json()?["id"], new_id.as_str());
+    issuer.stop().await?;
+    Ok(())
+}
+
+/// A PROPFIND Depth 0 of `path` sent from the local address `from` (any of 127.0.0.0/8: the
+/// proxy throttles per client address, and these are different clients to it): the status
+/// and the `Retry-After` seconds.
+async fn propfind_from(
+    from: &str,
+    addr: &str,
+    path: &str,
+    authorization: &str,
+) -> anyhow::Result<(u16, Option<u64>)> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(format!("{from}:0").parse()?)?;
+    let stream = socket.connect(addr.parse()?).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .method("PROPFIND")
+        .uri(path)
+        .header("host", addr)
+        .header("depth", "0")
+        .header("authorization", authorization)
+        .body(http_body_util::Empty::<Bytes>::new())?;
+    let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
+        .await
+        .context("no answer within 30s")??;
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    Ok((resp.status().as_u16(), retry_after))
+}
+
+#[tokio::test]
+async fn failed_bearer_logins_are_throttled_per_address_and_per_signed_user() -> anyhow::Result<()>
+{
+    let dir = TempDir::new();
+    let rsa = rsa_key(dir.path(), "rsa-1")?;
+    let forger = rsa_key(dir.path(), "forger")?;
+    let issuer = Issuer::start("127.0.0.1:0", &[&rsa]).await?;
+    let iss = issuer.url.clone();
+    let server = start(
+        &dir,
+        &[
+            ("proxy.oidc.issuer", &iss),
+            ("proxy.oidc.provision", "false"),
+            ("proxy.auth.max_failures", "3"),
+            ("proxy.auth.window", "60s"),
+        ],
+    )
+    .await?;
+    let a = server.public.clone();
+    create_user(&a, "frank", "frank-password").await?;
+    let frank_root = "/remote.php/dav/files/frank/";
+    // A token the proxy has not seen yet each time (a verified one is served from the cache
+    // without any throttle check, which would make the checks below pass for nothing).
+    let jti = AtomicUsize::new(0);
+    let fresh = |user: &str| -> anyhow::Result<String> {
+        let mut c = claims(&iss, "any", user);
+        c["jti"] = json!(jti.fetch_add(1, Ordering::SeqCst));
+        Ok(bearer(&token(&rsa, "rsa-1", &c)?))
+    };
+    // Wait for the issuer's keys (loaded in the background at start).
+    eventually(Duration::from_secs(15), "Bearer logins work", || {
+        let (a, frank) = (a.clone(), fresh("frank"));
+        async move {
+            Ok((propfind_from("127.0.0.9", &a, frank_root, &frank?).await?.0 == 207).then_some(()))
+        }
+    })
+    .await?;
+
+    // 127.0.0.2 sends forged tokens naming frank: three 401s, then 429 for anything it sends
+    // that is not already verified, even a good token.
+    for i in 0..3 {
+        let forged = token(&forger, "rsa-1", &claims(&iss, "any", "frank"))?;
+        let (status, _) = propfind_from("127.0.0.2", &a, frank_root, &bearer(&forged)).await?;
+        assert_eq!(status, 401, "forged token {i}");
+    }
+    let (status, retry) = propfind_from("127.0.0.2", &a, frank_root, "Bearer not.a.jwt").await?;
+    assert_eq!(status, 429);
+    let retry = retry.context("429 without Retry-After")?;
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
+    assert_eq!(
+        propfind_from("127.0.0.2", &a, frank_root, &fresh("frank")?)
+            .await?
+            .0,
+        429,
+        "a blocked address is refused before its token is checked"
+    );
+    eprintln!("127.0.0.2 blocked after 3 bad Bearer tokens, Retry-After {retry}s");
+    // Forged tokens prove nothing about who they name: frank is not blocked elsewhere.
+    assert_eq!(
+        propfind_from("127.0.0.3", &a, frank_root, &fresh("frank")?)
+            .await?
+            .0,
+        207
+    );
+
+    // Validly signed tokens for a user arca refuses (no such user, provisioning off) count
+    // against that user as well: ghost is blocked from every address.
+    let ghost = bearer(&token(&rsa, "rsa-1", &claims(&iss, "any", "ghost"))?);
+    let ghost_root = "/remote.php/dav/files/ghost/";
+    for from in ["127.0.0.4", "127.0.0.5", "127.0.0.6"] {
+        assert_eq!(propfind_from(from, &a, ghost_root, &ghost).await?.0, 401);
+    }
+    let (status, retry) = propfind_from("127.0.0.7", &a, ghost_root, &ghost).await?;
+    assert_eq!(status, 429, "ghost's 4th failure, from a fresh address");
+    assert!(retry.is_some_and(|r| (1..=60).contains(&r)), "{retry:?}");
+    // ... and the address that saw one failure may still log in as someone else.
+    assert_eq!(
+        propfind_from("127.0.0.4", &a, frank_root, &fresh("frank")?)
+            .await?
+            .0,
+        207
+    );
+    issuer.stop().await?;
+    Ok(())
+}
+
+/// `Basic base64(user:password)`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+#[tokio::test]
+async fn no_secret_reaches_the_log_even_at_trace_and_access_lines_cut_path_tokens()
+-> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let rsa = rsa_key(dir.path(), "rsa-1")?;
+    let issuer = Issuer::start("127.0.0.1:0", &[&rsa]).await?;
+    let iss = issuer.url.clone();
+    let server = start(&dir, &[("proxy.oidc.issuer", &iss), ("log.level", "trace")]).await?;
+    let a = server.public.clone();
+    let user_password = "Gina-Pw-3kq9Zx";
+    let link_password = "Link-Pw-8hd2Lm";
+    create_user(&a, "gina", user_password).await?;
+    let gina = basic("gina", user_password);
+    let root = "/remote.php/dav/files/gina";
+
+    // Password, app token and Bearer logins.
+    let created = send(
+        &a,
+        "POST",
+        "/auth-app/tokens?expiry=1h",
+        &[("authorization", &gina)],
+        "",
+    )
+    .await?;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let app_token = created.json()?["token"]
+        .as_str()
+        .context("app token")?
+        .to_owned();
+    let with_app_token = basic("gina", &app_token);
+    assert_eq!(
+        propfind(&a, &format!("{root}/"), &with_app_token).await?,
+        207
+    );
+    let jwt = token(&rsa, "rsa-1", &claims(&iss, "any", "gina"))?;
+    eventually(Duration::from_secs(15), "the Bearer login", || {
+        let (a, jwt) = (a.clone(), jwt.clone());
+        async move {
+            Ok(
+                (propfind(&a, "/remote.php/dav/files/gina/", &bearer(&jwt)).await? == 207)
+                    .then_some(()),
+            )
+        }
+    })
+    .await?;
+
+    // A password-protected public link, opened under every path form.
+    assert_eq!(
+        send(
+            &a,
+            "MKCOL",
+            &format!("{root}/Pub"),
+            &[("authorization", &gina)],
+            ""
+        )
+        .await?
+        .status,
+        201
+    );
+    assert_eq!(
+        send(
+            &a,
+            "PUT",
+            &format!("{root}/Pub/p.txt"),
+            &[("authorization", &gina)],
+            "pub"
+        )
+        .await?
+        .status,
+        201
+    );
+    let shared = send(
+        &a,
+        "POST",
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json",
+        &[
+            ("authorization", &gina),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        format!("path=%2FPub&shareType=3&permissions=1&password={link_password}"),
+    )
+    .await?;
+    assert_eq!(shared.status, 200, "{}", shared.text());
+    let link = shared.json()?["ocs"]["data"]["token"]
+        .as_str()
+        .context("link token")?
+        .to_owned();
+    let link_auth = basic("public", link_password);
+    for path in [
+        format!("/remote.php/dav/public-files/{link}/"),
+        format!("/dav/public-files/{link}/p.txt"),
+    ] {
+        assert_eq!(propfind(&a, &path, &link_auth).await?, 207, "{path}");
+    }
+    send(&a, "GET", &format!("/s/{link}"), &[], "").await?;
+
+    // A TUS upload: its URL is the capability.
+    let upload = send(
+        &a,
+        "POST",
+        &format!("{root}/"),
+        &[
+            ("authorization", &gina),
+            ("tus-resumable", "1.0.0"),
+            ("upload-length", "5"),
+            ("upload-metadata", "filename dXAudHh0"), // up.txt
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(upload.status, 201, "{}", upload.text());
+    let location = upload.header("location").context("no Location")?.to_owned();
+    let data_path = location
+        .find("/data/")
+        .map(|at| location[at..].to_owned())
+        .context("Location outside /data/")?;
+    let upload_token = data_path["/data/".len()..].to_owned();
+    let patched = send(
+        &a,
+        "PATCH",
+        &data_path,
+        &[
+            ("tus-resumable", "1.0.0"),
+            ("upload-offset", "0"),
+            ("content-type", "application/offset+octet-stream"),
+            ("x-request-id", "last-of-secrets"),
+        ],
+        "hello",
+    )
+    .await?;
+    assert_eq!(patched.status, 204, "{}", patched.text());
+    server
+        .proc
+        .wait_event(Duration::from_secs(15), "the last access line", |e| {
+            e["target"] == "access" && e["fields"]["request_id"] == "last-of-secrets"
+        })
+        .await?;
+
+    let out = server.proc.stderr().join("\n") + "\n" + &server.proc.stdout().join("\n");
+    // The level took effect: what info would hide is there.
+    let debug_lines = server
+        .proc
+        .events()
+        .iter()
+        .filter(|e| e["level"] == "DEBUG")
+        .count();
+    assert!(debug_lines > 0, "no debug events: is log.level ignored?");
+    let secrets: Vec<(&str, String)> = vec![
+        ("admin password", PASSWORD.to_owned()),
+        ("admin Authorization", AUTH["Basic ".len()..].to_owned()),
+        ("user password", user_password.to_owned()),
+        ("user Authorization", gina["Basic ".len()..].to_owned()),
+        ("app token", app_token.clone()),
+        (
+            "app token Authorization",
+            with_app_token["Basic ".len()..].to_owned(),
+        ),
+        (
+            "JWT claims and signature",
+            jwt[jwt.find('.').unwrap_or(0)..].to_owned(),
+        ),
+        ("public link token", link.clone()),
+        ("public link password", link_password.to_owned()),
+        (
+            "public link Authorization",
+            link_auth["Basic ".len()..].to_owned(),
+        ),
+        ("upload token", upload_token.clone()),
+        // Identity tokens and transfer grants the services pass each other.
+        ("a signed arca token", "v1.eyJ".to_owned()),
+    ];
+    for (what, secret) in &secrets {
+        assert!(!secret.is_empty(), "{what}");
+        if let Some(line) = out.lines().find(|l| l.contains(secret.as_str())) {
+            panic!("{what} logged:\n{line}");
+        }
+    }
+    eprintln!(
+        "{} log lines at trace ({} KiB) carry none of {} secrets",
+        out.lines().count(),
+        out.len() / 1024,
+        secrets.len()
+    );
+
+    // The access log names capability paths with the token cut to 4 characters.
+    let access: Vec<String> = server
+        .proc
+        .events()
+        .into_iter()
+        .filter(|e| e["target"] == "access")
+        .filter_map(|e| e["fields"]["path"].as_str().map(str::to_owned))
+        .collect();
+    let cut = |t: &str| format!("{}…", &t[..4]);
+    for expected in [
+        format!("/remote.php/dav/public-files/{}/", cut(&link)),
+        format!("/dav/public-files/{}/p.txt", cut(&link)),
+        format!("/s/{}", cut(&link)),
+        format!("/data/{}", cut(&upload_token)),
+    ] {
+        assert!(
+            access.contains(&expected),
+            "no access line for {expected}: {access:?}"
+        );
+    }
     issuer.stop().await?;
     Ok(())
 }

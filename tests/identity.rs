@@ -790,3 +790,43 @@ async fn split_over_unix_sockets_a_changed_password_is_refused_at_once() -> anyh
     split_processes(BACK.map(|s| format!("unix://{}", dir.join(&format!("{s}.sock")).display())))
         .await
 }
+
+#[tokio::test]
+async fn an_app_token_cannot_create_list_or_delete_app_tokens() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let public = server.public.as_str();
+    create_user(public, "gina", "gina-pass").await?;
+    let gina = ("gina", "gina-pass");
+    let created = call(public, "POST", "/auth-app/tokens?expiry=1h", gina, "").await?;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let created = created.json()?;
+    let secret = created["token"].as_str().unwrap_or_default().to_owned();
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    let with_token = ("gina", secret.as_str());
+    assert_eq!(me(public, with_token).await, 200, "the token logs in");
+
+    for (method, path) in [
+        ("POST", "/auth-app/tokens?expiry=72h".to_owned()),
+        ("GET", "/auth-app/tokens".to_owned()),
+        ("DELETE", format!("/auth-app/tokens?id={id}")),
+        ("DELETE", format!("/auth-app/tokens?token={secret}")),
+    ] {
+        let r = call(public, method, &path, with_token, "").await?;
+        assert_eq!(r.status, 403, "{method} {path}: {}", r.text());
+        let text = r.text();
+        assert_eq!(text.lines().count(), 1, "one line: {text}");
+        assert_eq!(
+            r.json()?["error"]["message"],
+            "app tokens cannot manage app tokens: log in with your password or your identity provider"
+        );
+    }
+    // Nothing was created or revoked: the password still sees the one token, which works.
+    let listed = call(public, "GET", "/auth-app/tokens", gina, "").await?;
+    assert_eq!(listed.status, 200);
+    let listed = listed.json()?;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(me(public, with_token).await, 200);
+    Ok(())
+}

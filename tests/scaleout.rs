@@ -1,21 +1,25 @@
 //! Scale-out through the NATS registry, with real `arca` processes and a real `nats-server`
 //! (`.venv/bin/nats-server`, installed by `make deps`): a split deployment finds itself through
 //! the bucket and serves files; a frontend group is replaced under load without one failed
-//! request; NATS goes away under load and comes back; a leader lease has one holder and moves
-//! when that holder stops.
+//! request; the example set config/grouped-nats runs with two storage-users instances sharing
+//! one PostgreSQL database and one S3 bucket (moto), and one of them is replaced under load
+//! without one failed request; NATS goes away for 30 s under load and every registration comes
+//! back; a leader lease has one holder and moves when that holder stops.
 //!
-//! The rolling restart replaces a frontend group (frontend + gateway + sharing), which is
-//! stateless: two storage-users instances cannot share spaces yet unless they share a
-//! PostgreSQL database *and* an S3 bucket (local blobs live in each instance's data dir), so
-//! storage-users runs once here, and its second instance appears only in the lease test, which
-//! sends it no traffic.
+//! The client load is WebDAV through the proxy: MKCOL, PUT, GET (compared), PROPFIND (the file
+//! listed), and PUTs of one file every client overwrites. Every answer is checked; the counts
+//! are printed (`cargo test -- --nocapture` shows them).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use arca_runtime::Leases;
-use arca_tests::{Launch, Nats, Proc, Server, TempDir, eventually, free_addr, get, send};
+use arca_tests::{
+    HttpResponse, Launch, Moto, Nats, Postgres, Proc, Server, TempDir, eventually, free_addr, get,
+    send,
+};
 use arca_transport::registry::nats::registry_key;
 use arca_transport::{Endpoint, NatsKv, NatsSettings};
 use serde_json::Value;
@@ -29,6 +33,9 @@ const READY: Duration = Duration::from_secs(30);
 /// Short, so that expiry and outages longer than it fit in a test.
 const TTL: &str = "3s";
 const BUCKET: &str = "arca-test";
+/// Logs every request a service handles (debug level of the runtime's request layer), so a
+/// test can see when traffic reaches a process.
+const LOG_REQUESTS: &str = "info,arca_runtime::layers=debug";
 
 /// The tests share two cores: one at a time keeps the timing assertions meaningful.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -45,66 +52,117 @@ fn nats_launch(dir: &TempDir, nats: &str, services: &str) -> Launch {
         .env("ARCA_ADMIN_PASSWORD", PASSWORD)
 }
 
-/// A frontend group on a fresh TCP port; it logs every handled request (debug level of the
-/// runtime's request layer) so a test can see when traffic reaches it.
-fn frontend_group(dir: &TempDir, nats: &str) -> (Launch, Endpoint) {
-    let endpoint: Endpoint = format!("tcp://{}", free_addr()).parse().expect("endpoint");
+fn tcp_endpoint() -> Endpoint {
+    format!("tcp://{}", free_addr())
+        .parse()
+        .expect("a tcp:// endpoint on a free port")
+}
+
+/// A frontend group's launch and the endpoints it announces.
+struct FrontLaunch {
+    launch: Launch,
+    frontend: Endpoint,
+    sharing: Endpoint,
+}
+
+/// A frontend group on fresh TCP ports, logging every handled request.
+fn frontend_group(dir: &TempDir, nats: &str) -> FrontLaunch {
+    let (frontend, sharing) = (tcp_endpoint(), tcp_endpoint());
     let launch = nats_launch(dir, nats, "frontend,gateway,sharing")
-        .set("frontend.endpoint", endpoint.to_string())
+        .set("frontend.endpoint", frontend.to_string())
         // storage-users (another process) asks sharing what shares grant.
-        .set("sharing.endpoint", format!("tcp://{}", free_addr()))
+        .set("sharing.endpoint", sharing.to_string())
         .set("shutdown.drain_delay", "1s")
-        .env("ARCA_LOG_LEVEL", "info,arca_runtime::layers=debug");
-    (launch, endpoint)
+        .env("ARCA_LOG_LEVEL", LOG_REQUESTS);
+    FrontLaunch {
+        launch,
+        frontend,
+        sharing,
+    }
+}
+
+/// A running frontend group and what it announces.
+struct Front {
+    server: Server,
+    frontend: Endpoint,
+    sharing: Endpoint,
 }
 
 /// The processes of one deployment (each in its own directory).
 struct Deployment {
     _dirs: Vec<TempDir>,
     system: Server,
+    system_endpoint: Endpoint,
     users: Server,
-    fronts: Vec<(Server, Endpoint)>,
+    users_endpoint: Endpoint,
+    fronts: Vec<Front>,
     proxy: Server,
+}
+
+impl Deployment {
+    /// Every (service, endpoint) the deployment announces in the bucket (the proxy announces
+    /// nothing: nobody calls it but clients, and the gateway is in memory).
+    fn registrations(&self) -> Vec<(&'static str, Endpoint)> {
+        let mut all = vec![
+            ("storage-system", self.system_endpoint.clone()),
+            ("storage-users", self.users_endpoint.clone()),
+        ];
+        for f in &self.fronts {
+            all.push(("frontend", f.frontend.clone()));
+            all.push(("sharing", f.sharing.clone()));
+        }
+        all
+    }
 }
 
 /// storage-system; storage-users; `fronts` frontend groups; the proxy. All ready.
 async fn deploy(nats: &str, fronts: usize) -> anyhow::Result<Deployment> {
     let mut dirs: Vec<TempDir> = (0..fronts + 3).map(|_| TempDir::new()).collect();
+    let system_endpoint = tcp_endpoint();
     let system = nats_launch(&dirs[0], nats, "storage-system")
-        .set("storage-system.endpoint", format!("tcp://{}", free_addr()))
+        .set("storage-system.endpoint", system_endpoint.to_string())
         .spawn()?;
+    let users_endpoint = tcp_endpoint();
     let users = nats_launch(&dirs[1], nats, "storage-users")
-        .set("storage-users.endpoint", format!("tcp://{}", free_addr()))
+        .set("storage-users.endpoint", users_endpoint.to_string())
         .spawn()?;
     let mut groups = Vec::new();
     for dir in &dirs[2..2 + fronts] {
-        let (launch, endpoint) = frontend_group(dir, nats);
-        groups.push((launch.spawn()?, endpoint));
+        let f = frontend_group(dir, nats);
+        groups.push(Front {
+            server: f.launch.spawn()?,
+            frontend: f.frontend,
+            sharing: f.sharing,
+        });
     }
     let proxy = nats_launch(&dirs[2 + fronts], nats, "proxy").spawn()?;
     let mut d = Deployment {
         _dirs: std::mem::take(&mut dirs),
         system,
+        system_endpoint,
         users,
+        users_endpoint,
         fronts: groups,
         proxy,
     };
     d.system.wait_ready(READY).await?;
     d.users.wait_ready(READY).await?;
-    for (front, _) in &mut d.fronts {
-        front.wait_ready(READY).await?;
+    for f in &mut d.fronts {
+        f.server.wait_ready(READY).await?;
     }
     d.proxy.wait_ready(READY).await?;
     Ok(d)
 }
 
-/// Whether a log event is the frontend handling a client request (not a readiness probe).
-fn served_request(e: &Value) -> bool {
-    e["fields"]["message"] == "handled"
-        && e["span"]["service"] == "frontend"
-        && e["span"]["route"]
-            .as_str()
-            .is_some_and(|r| !r.starts_with("/arca.v1.Probe"))
+/// Whether a log event is `service` handling a request (not a readiness probe).
+fn served_by(service: &'static str) -> impl Fn(&Value) -> bool {
+    move |e| {
+        e["fields"]["message"] == "handled"
+            && e["span"]["service"] == service
+            && e["span"]["route"]
+                .as_str()
+                .is_some_and(|r| !r.starts_with("/arca.v1.Probe"))
+    }
 }
 
 /// The sum of a counter family in a process's `/metrics`.
@@ -117,7 +175,7 @@ async fn metric_sum(server: &Server, family: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
-/// Concurrent clients doing PUT then GET (and comparing) through the proxy until stopped.
+/// Concurrent WebDAV clients through the proxy until stopped (see [`client`]).
 struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
@@ -129,41 +187,7 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let workers = (0..workers)
-            .map(|w| {
-                let (addr, stop, ok) = (addr.to_owned(), stop.clone(), ok.clone());
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    let mut failures = Vec::new();
-                    let mut round = 0u64;
-                    // Bounded even if the test forgets to stop it.
-                    while !stop.load(Ordering::Relaxed)
-                        && started.elapsed() < Duration::from_secs(90)
-                    {
-                        let path = format!("/remote.php/webdav/load-{w}-{}.txt", round % 3);
-                        let body = format!("worker {w} round {round}");
-                        match send(&addr, "PUT", &path, &AUTH, body.clone()).await {
-                            Ok(r) if r.status == 201 || r.status == 204 => {
-                                ok.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(r) => {
-                                failures.push(format!("PUT {path}: {} {}", r.status, r.text()))
-                            }
-                            Err(e) => failures.push(format!("PUT {path}: {e:#}")),
-                        }
-                        match send(&addr, "GET", &path, &AUTH, "").await {
-                            Ok(r) if r.status == 200 && r.text() == body => {
-                                ok.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(r) => {
-                                failures.push(format!("GET {path}: {} {:?}", r.status, r.text()))
-                            }
-                            Err(e) => failures.push(format!("GET {path}: {e:#}")),
-                        }
-                        round += 1;
-                    }
-                    failures
-                })
-            })
+            .map(|w| tokio::spawn(client(addr.to_owned(), w, stop.clone(), ok.clone())))
             .collect();
         Self { stop, ok, workers }
     }
@@ -193,12 +217,74 @@ impl Load {
     }
 }
 
-/// Waits for the first client request `proc` serves; how long after `since` it came.
-async fn first_request_after(proc: &Proc, since: Instant) -> anyhow::Result<Duration> {
+/// One client, round after round: MKCOL a fresh folder, PUT a file into it, GET it back and
+/// compare, PROPFIND the folder and find the file listed; every fourth round also a PUT of the
+/// one file every client overwrites (writers of one space serialised across processes). Every
+/// answer is checked; failures are collected, not fatal, so the test sees all of them.
+async fn client(addr: String, w: usize, stop: Arc<AtomicBool>, ok: Arc<AtomicU64>) -> Vec<String> {
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut tally =
+        |what: String, got: anyhow::Result<HttpResponse>, good: &dyn Fn(&HttpResponse) -> bool| {
+            match got {
+                Ok(r) if good(&r) => {
+                    ok.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(r) => failures.push(format!("{what}: {} {:?}", r.status, r.text())),
+                Err(e) => failures.push(format!("{what}: {e:#}")),
+            }
+        };
+    let depth = [AUTH[0], ("depth", "1")];
+    let mut round = 0u64;
+    // Bounded even if the test forgets to stop it.
+    while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
+        let dir = format!("/remote.php/webdav/c{w}-{round}");
+        let file = format!("{dir}/f.txt");
+        let body = format!("client {w} round {round}");
+        let got = send(&addr, "MKCOL", &dir, &AUTH, "").await;
+        tally(format!("MKCOL {dir}"), got, &|r| r.status == 201);
+        let got = send(&addr, "PUT", &file, &AUTH, body.clone()).await;
+        tally(format!("PUT {file}"), got, &|r| r.status == 201);
+        let got = send(&addr, "GET", &file, &AUTH, "").await;
+        tally(format!("GET {file}"), got, &|r| {
+            r.status == 200 && r.text() == body
+        });
+        let got = send(&addr, "PROPFIND", &dir, &depth, "").await;
+        tally(format!("PROPFIND {dir}"), got, &|r| {
+            r.status == 207 && r.text().contains("/f.txt</d:href>")
+        });
+        if round.is_multiple_of(4) {
+            let shared = "/remote.php/webdav/shared.txt";
+            let got = send(&addr, "PUT", shared, &AUTH, body.clone()).await;
+            tally(format!("PUT {shared}"), got, &|r| {
+                r.status == 201 || r.status == 204
+            });
+        }
+        round += 1;
+    }
+    failures
+}
+
+/// Fails with the first few failures if there are any.
+fn assert_no_failures(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
+}
+
+/// Waits for the first request `service` in `proc` handles; how long after `since` it came.
+async fn first_request_after(
+    proc: &Proc,
+    service: &'static str,
+    since: Instant,
+) -> anyhow::Result<Duration> {
     proc.wait_event(
         Duration::from_secs(10),
-        "a served client request",
-        served_request,
+        &format!("a request handled by {service}"),
+        served_by(service),
     )
     .await?;
     Ok(since.elapsed())
@@ -236,20 +322,23 @@ async fn split_processes_find_each_other_and_a_frontend_group_is_replaced_under_
     // (b) A rolling replacement of a frontend group under load.
     let load = Load::start(&d.proxy.public, 6);
     load.progress(40, "load running").await?;
-    let (mut old, _) = d.fronts.remove(0);
-    let (stayer, _) = &d.fronts[0];
+    let mut old = d.fronts.remove(0).server;
+    let stayer = &d.fronts[0].server;
     let ops_before = metric_sum(stayer, "arca_registry_operations_total").await?;
     let served_before = metric_sum(stayer, "arca_requests_total").await?;
     let window = Instant::now();
 
     let dir_c = TempDir::new();
-    let (launch, _) = frontend_group(&dir_c, &nats.url());
+    let launch = frontend_group(&dir_c, &nats.url()).launch;
+    let ok_at_term = load.ok();
     old.proc.sigterm();
     let mut replacement = launch.spawn()?;
     replacement.wait_ready(READY).await?;
     let ready_at = Instant::now();
-    let to_first = first_request_after(&replacement.proc, ready_at).await?;
-    eprintln!("replacement served its first request {to_first:?} after it was ready");
+    let to_first = first_request_after(&replacement.proc, "frontend", ready_at).await?;
+    eprintln!(
+        "frontend group: the replacement served its first request {to_first:?} after it was ready"
+    );
     assert!(
         to_first <= Duration::from_secs(2),
         "the replacement got its first request {to_first:?} after it was ready"
@@ -257,6 +346,7 @@ async fn split_processes_find_each_other_and_a_frontend_group_is_replaced_under_
     let code = old.proc.exit_code(Duration::from_secs(20)).await?;
     assert_eq!(code, Some(0), "{}", old.proc.stderr_tail(20));
     assert!(!old.proc.events_with("deregistered").is_empty());
+    let during = load.ok() - ok_at_term;
     load.progress(60, "load after the old group left").await?;
 
     // Registry load follows heartbeats, not requests: over the window the staying group served
@@ -276,67 +366,279 @@ async fn split_processes_find_each_other_and_a_frontend_group_is_replaced_under_
 
     let (ok, failures) = load.finish().await?;
     eprintln!(
-        "rolling replacement: {ok} successful requests, {} failed",
+        "frontend group replaced: {during} requests succeeded from SIGTERM until the old group \
+         exited, {ok} in all, {} failed",
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} failed: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(10)]
-    );
+    assert_no_failures(&failures);
     drop(d.system);
     drop(d.users);
     Ok(())
 }
 
+/// The example set config/grouped-nats run for real: each process gets its example file with
+/// the example's fixed addresses (NATS, PostgreSQL, S3, the services' TCP ports) swapped for
+/// this test's, written into its own directory and passed with `--config`; data dir, debug and
+/// public address come from the launch's flags, which win over the file.
+struct ExampleSet {
+    swaps: Vec<(&'static str, String)>,
+}
+
+impl ExampleSet {
+    /// `arca server --config DIR/FILE`, FILE being config/grouped-nats/FILE with the set's swaps
+    /// and `extra` ones (applied first; each must occur in the file).
+    fn launch(
+        &self,
+        dir: &TempDir,
+        file: &str,
+        extra: &[(&'static str, String)],
+    ) -> anyhow::Result<Launch> {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../config/grouped-nats")
+            .join(file);
+        let mut text = std::fs::read_to_string(&example)
+            .with_context(|| format!("read {}", example.display()))?;
+        for (from, to) in extra {
+            anyhow::ensure!(text.contains(from), "{file} no longer mentions {from}");
+            text = text.replace(from, to);
+        }
+        for (from, to) in &self.swaps {
+            text = text.replace(from, to);
+        }
+        // Every address left outside comments must be one of ours (debug.addr and
+        // proxy.http.addr are overridden by flags): the examples must not point at anything
+        // on this machine the test did not start.
+        let strays: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#') && !l.contains("addr:"))
+            .filter(|l| l.contains("127.0.0.1:"))
+            .filter(|l| {
+                !self
+                    .swaps
+                    .iter()
+                    .chain(extra)
+                    .any(|(_, to)| l.contains(to.as_str()))
+            })
+            .collect();
+        anyhow::ensure!(strays.is_empty(), "{file}: unswapped addresses {strays:?}");
+        let path = dir.join(file);
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+        Ok(Launch::arca(dir)
+            .arg("--config")
+            .arg(&path)
+            .env("ARCA_ADMIN_PASSWORD", PASSWORD)
+            .env("ARCA_LOG_LEVEL", LOG_REQUESTS)
+            // The examples leave credentials to the environment, as a deployment would.
+            .env("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "arca-test")
+            .env(
+                "ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY",
+                "arca-test-secret",
+            ))
+    }
+}
+
+/// The endpoint of storage-users.yaml, swapped for a fresh one per instance started from it.
+const USERS_1_ENDPOINT: &str = "tcp://127.0.0.1:9141";
+
+/// Two storage-users instances are two writers of one database and one bucket: this checks
+/// that they serve the same spaces correctly side by side (each client's writes, wherever they
+/// land, are read back whole and listed, whichever instance answers) and that replacing one
+/// under load fails no client request.
 #[tokio::test]
-async fn a_nats_outage_under_load_fails_no_request_and_registrations_come_back()
+async fn two_storage_users_share_one_database_and_bucket_and_one_is_replaced_under_load()
+-> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new();
+    let started = Instant::now();
+    // The bucket name of the examples.
+    let (nats, pg, s3) = tokio::try_join!(
+        Nats::start(&dir),
+        Postgres::start(&dir),
+        Moto::start(&["arca-blobs"])
+    )?;
+    eprintln!(
+        "NATS, PostgreSQL and S3 (moto) up in {:?}",
+        started.elapsed()
+    );
+    let set = ExampleSet {
+        swaps: vec![
+            ("nats://127.0.0.1:4222", nats.url()),
+            (
+                "postgres://arca:example-only@127.0.0.1:5432/arca",
+                pg.url.clone(),
+            ),
+            ("http://127.0.0.1:9000", s3.endpoint.clone()),
+            ("tcp://127.0.0.1:9140", tcp_endpoint().to_string()),
+            ("tcp://127.0.0.1:9142", tcp_endpoint().to_string()),
+            ("tcp://127.0.0.1:9143", tcp_endpoint().to_string()),
+            ("tcp://127.0.0.1:9144", tcp_endpoint().to_string()),
+        ],
+    };
+    let dirs: Vec<TempDir> = (0..6).map(|_| TempDir::new()).collect();
+    // Started together, as a deployment's pods are: both storage-users migrate the empty
+    // database at once.
+    let mut system = set.launch(&dirs[0], "storage-system.yaml", &[])?.spawn()?;
+    let users_1 = tcp_endpoint();
+    let mut old = set
+        .launch(
+            &dirs[1],
+            "storage-users.yaml",
+            &[(USERS_1_ENDPOINT, users_1.to_string())],
+        )?
+        .spawn()?;
+    let mut other = set.launch(&dirs[2], "storage-users-2.yaml", &[])?.spawn()?;
+    let mut front = set.launch(&dirs[3], "frontend.yaml", &[])?.spawn()?;
+    let mut proxy = set.launch(&dirs[4], "proxy.yaml", &[])?.spawn()?;
+    for s in [&mut system, &mut old, &mut other, &mut front, &mut proxy] {
+        s.wait_ready(READY).await?;
+    }
+    eprintln!("example set ready {:?} after the start", started.elapsed());
+
+    let load = Load::start(&proxy.public, 6);
+    load.progress(60, "load running").await?;
+    // Both instances take part: with requests spread over two writers of one database and
+    // one bucket, every GET above compared what some PUT wrote, wherever each one landed.
+    for (name, s) in [
+        ("storage-users.yaml", &old),
+        ("storage-users-2.yaml", &other),
+    ] {
+        s.proc
+            .wait_event(
+                Duration::from_secs(10),
+                &format!("{name} serving"),
+                served_by("storage-users"),
+            )
+            .await?;
+    }
+
+    let ok_at_term = load.ok();
+    let term_at = Instant::now();
+    old.proc.sigterm();
+    let replacement_endpoint = tcp_endpoint();
+    let mut replacement = set
+        .launch(
+            &dirs[5],
+            "storage-users.yaml",
+            &[(USERS_1_ENDPOINT, replacement_endpoint.to_string())],
+        )?
+        .spawn()?;
+    replacement.wait_ready(READY).await?;
+    let ready_at = Instant::now();
+    let to_first = first_request_after(&replacement.proc, "storage-users", ready_at).await?;
+    eprintln!(
+        "storage-users: the replacement was ready {:?} after the SIGTERM and served its first \
+         request {to_first:?} after it was ready",
+        ready_at - term_at
+    );
+    assert!(
+        to_first <= Duration::from_secs(2),
+        "the replacement got its first request {to_first:?} after it was ready"
+    );
+    let code = old.proc.exit_code(Duration::from_secs(20)).await?;
+    assert_eq!(code, Some(0), "{}", old.proc.stderr_tail(20));
+    assert!(!old.proc.events_with("deregistered").is_empty());
+    let during = load.ok() - ok_at_term;
+    let window = term_at.elapsed();
+    load.progress(60, "load after the old instance left")
+        .await?;
+
+    let (ok, failures) = load.finish().await?;
+    eprintln!(
+        "storage-users replaced: {during} requests succeeded in the {window:?} from SIGTERM \
+         until the old instance exited and the replacement served, {ok} in all, {} failed",
+        failures.len()
+    );
+    assert_no_failures(&failures);
+    drop((proxy, front, replacement, other, system));
+    drop((s3, pg, nats));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_nats_outage_of_30s_under_load_fails_no_request_and_registrations_come_back()
 -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new();
     let mut nats = Nats::start(&dir).await?;
     let (port, store) = (nats.port, nats.store.clone());
     let d = deploy(&nats.url(), 1).await?;
-    let front_endpoint = d.fronts[0].1.clone();
 
     let load = Load::start(&d.proxy.public, 4);
     load.progress(40, "load running").await?;
     nats.stop().await?;
-    // Longer than the TTL: when the server comes back every entry has expired there, and
-    // only the watchers' grace and the immediate re-puts keep the sets whole.
+    // The issue's 30 s, ten times the TTL: when the server comes back every entry has expired
+    // there, and only the watchers' grace and the immediate re-puts keep the sets whole.
+    // Requests must keep succeeding all along, not only add up in the end: every 5 s has some.
+    const OUTAGE: Duration = Duration::from_secs(30);
     let outage = Instant::now();
-    load.progress(40, "requests served while NATS is down")
-        .await?;
-    tokio::time::sleep(Duration::from_secs(4).saturating_sub(outage.elapsed())).await;
+    let mut last = load.ok();
+    let mut slices = Vec::new();
+    while outage.elapsed() < OUTAGE {
+        let next = Duration::from_secs(5 * (slices.len() as u64 + 1)).min(OUTAGE);
+        tokio::time::sleep(next.saturating_sub(outage.elapsed())).await;
+        let now = load.ok();
+        slices.push(now - last);
+        last = now;
+    }
     let served_during = load.ok();
+    let restarted = async_nats::datetime::now();
     let mut nats = Nats::start_on(port, store).await?;
-    eprintln!("NATS was down {:?}", outage.elapsed());
+    let back = Instant::now();
+    eprintln!(
+        "NATS was down {:?}; requests succeeded per 5 s meanwhile: {slices:?}",
+        outage.elapsed()
+    );
+    assert!(
+        slices.iter().all(|&n| n > 0),
+        "a 5 s stretch of the outage without one successful request: {slices:?}"
+    );
 
-    // The existing registration is back in the bucket, put again by its heartbeat.
-    let kv = NatsKv::connect(&NatsSettings {
-        url: nats.url(),
-        bucket: BUCKET.to_owned(),
-        ttl: Duration::from_secs(3),
-    })
-    .await?;
-    let key = registry_key("frontend", &front_endpoint);
+    // Every registration is live in the bucket again, put back by its process after the
+    // server returned: its last write is a put stamped (by the server) after the restart, so
+    // nothing left over from before the outage counts. Read with a connection of the test's
+    // own, made after the restart.
+    let client = async_nats::connect(nats.url()).await?;
+    let bucket = async_nats::jetstream::new(client)
+        .get_key_value(BUCKET)
+        .await?;
+    let expected = d.registrations();
     eventually(
         Duration::from_secs(10),
-        "the frontend's entry live again",
+        "every registration put again after the restart",
         || {
-            let (kv, key) = (kv.clone(), key.clone());
-            async move { Ok(matches!(kv.entry(&key).await?, Some((_, true))).then_some(())) }
+            let (bucket, expected) = (bucket.clone(), expected.clone());
+            async move {
+                for (service, endpoint) in &expected {
+                    let entry = bucket.entry(registry_key(service, endpoint)).await?;
+                    let fresh = entry.is_some_and(|e| {
+                        e.operation == async_nats::jetstream::kv::Operation::Put
+                            && e.created >= restarted
+                    });
+                    if !fresh {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(()))
+            }
         },
     )
     .await?;
+    eprintln!(
+        "all {} registrations ({}) put again {:?} after NATS was back",
+        expected.len(),
+        expected
+            .iter()
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>()
+            .join(", "),
+        back.elapsed()
+    );
 
     // A process started now is found: the proxy sends it requests.
     let dir_d = TempDir::new();
-    let (launch, _) = frontend_group(&dir_d, &nats.url());
-    let mut newcomer = launch.spawn()?;
+    let mut newcomer = frontend_group(&dir_d, &nats.url()).launch.spawn()?;
     newcomer.wait_ready(READY).await?;
-    let to_first = first_request_after(&newcomer.proc, Instant::now()).await?;
+    let to_first = first_request_after(&newcomer.proc, "frontend", Instant::now()).await?;
     eprintln!("newcomer after the outage served its first request {to_first:?} after ready");
     load.progress(40, "load after NATS returned").await?;
 
@@ -345,12 +647,7 @@ async fn a_nats_outage_under_load_fails_no_request_and_registrations_come_back()
         "NATS outage: {ok} successful requests ({served_during} by the end of the outage), {} failed",
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} failed: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(10)]
-    );
+    assert_no_failures(&failures);
     nats.stop().await?;
     Ok(())
 }
@@ -470,7 +767,7 @@ async fn a_lease_has_one_holder_and_moves_when_the_holder_stops() -> anyhow::Res
 
 /// The example set config/grouped-nats: every file loads, uses the NATS registry with one
 /// bucket, and together they host every service, with storage-users twice on distinct ports,
-/// data dirs and the same database and bucket.
+/// data dirs and the same database and bucket, each draining before it stops.
 #[test]
 fn the_grouped_nats_examples_are_valid() -> anyhow::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/grouped-nats");
@@ -499,6 +796,13 @@ fn the_grouped_nats_examples_are_valid() -> anyhow::Result<()> {
     };
     assert_ne!(a.storage_users.endpoint, b.storage_users.endpoint);
     assert_ne!(a.data_dir, b.data_dir);
+    // A stopping instance keeps serving while its callers' watches drop it (rolling restarts).
+    for u in [a, b] {
+        assert!(
+            !u.shutdown.drain_delay.is_zero(),
+            "storage-users without a drain delay"
+        );
+    }
     assert!(a.storage_users.database.is_some());
     assert_eq!(a.storage_users.database, b.storage_users.database);
     assert_eq!(a.storage_users.blobs, b.storage_users.blobs);

@@ -3,151 +3,14 @@
 //! group shares that follow membership, pending shares, public links (read, password with
 //! throttling, expiry, upload-only), the OCS answers field by field, and the events.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod sharing_env;
+
+use std::time::Duration;
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, eventually, free_addr, send};
-use base64::Engine as _;
+use arca_tests::{Launch, TempDir, eventually, free_addr};
 use serde_json::Value;
-
-const READY: Duration = Duration::from_secs(20);
-const ADMIN_PASSWORD: &str = "admin-secret";
-const OCS: &str = "/ocs/v2.php/apps/files_sharing/api/v1";
-
-fn basic(user: &str, password: &str) -> String {
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    )
-}
-
-struct Env {
-    server: Server,
-}
-
-impl Env {
-    async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
-        let mut launch = Launch::arca(dir).env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD);
-        for (k, v) in settings {
-            launch = launch.set(k, v);
-        }
-        let mut server = launch.spawn()?;
-        server.wait_ready(READY).await?;
-        Ok(Self { server })
-    }
-
-    fn addr(&self) -> &str {
-        &self.server.public
-    }
-
-    /// One request as `user` (whose password is `USER-pw`; the admin's is ADMIN_PASSWORD).
-    async fn req(
-        &self,
-        user: &str,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> anyhow::Result<HttpResponse> {
-        let password = if user == "admin" {
-            ADMIN_PASSWORD.to_owned()
-        } else {
-            format!("{user}-pw")
-        };
-        let auth = basic(user, &password);
-        let mut all = vec![("authorization", auth.as_str())];
-        all.extend_from_slice(headers);
-        send(self.addr(), method, path, &all, body.to_owned()).await
-    }
-
-    /// Creates a user through the Graph API; its id.
-    async fn user(&self, name: &str) -> anyhow::Result<String> {
-        let body = format!(
-            r#"{{"onPremisesSamAccountName":"{name}","displayName":"{name} Display","mail":"{name}@example.org","passwordProfile":{{"password":"{name}-pw"}}}}"#
-        );
-        let r = self
-            .req(
-                "admin",
-                "POST",
-                "/graph/v1.0/users",
-                &[("content-type", "application/json")],
-                &body,
-            )
-            .await?;
-        anyhow::ensure!(r.status == 201, "create {name}: {} {}", r.status, r.text());
-        Ok(r.json()?["id"].as_str().context("user id")?.to_owned())
-    }
-
-    /// An OCS call as `user` with a form body; the parsed JSON answer.
-    async fn ocs(
-        &self,
-        user: &str,
-        method: &str,
-        path: &str,
-        form: &str,
-    ) -> anyhow::Result<(u16, Value)> {
-        let sep = if path.contains('?') { '&' } else { '?' };
-        let r = self
-            .req(
-                user,
-                method,
-                &format!("{OCS}{path}{sep}format=json"),
-                &[("content-type", "application/x-www-form-urlencoded")],
-                form,
-            )
-            .await?;
-        let v = r.json().with_context(|| format!("{method} {path}"))?;
-        Ok((r.status, v))
-    }
-
-    async fn put(&self, user: &str, path: &str, body: &str) -> anyhow::Result<u16> {
-        Ok(self.req(user, "PUT", path, &[], body).await?.status)
-    }
-}
-
-fn files(user: &str, rest: &str) -> String {
-    format!("/remote.php/dav/files/{user}{rest}")
-}
-
-/// A Depth 1 PROPFIND's hrefs and the body.
-async fn listing(env: &Env, user: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let r = env
-        .req(user, "PROPFIND", path, &[("depth", "1")], "")
-        .await?;
-    Ok((r.status, r.text()))
-}
-
-async fn prop(env: &Env, user: &str, path: &str, name: &str) -> anyhow::Result<String> {
-    let body = format!(
-        r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><{name}/></d:prop></d:propfind>"#
-    );
-    let r = env
-        .req(user, "PROPFIND", path, &[("depth", "0")], &body)
-        .await?;
-    anyhow::ensure!(
-        r.status == 207,
-        "PROPFIND {path}: {} {}",
-        r.status,
-        r.text()
-    );
-    let text = r.text();
-    let open = format!("<{name}>");
-    let Some(start) = text.find(&open) else {
-        return Ok(String::new());
-    };
-    let start = start + open.len();
-    let end = text[start..]
-        .find(&format!("</{name}>"))
-        .context("unterminated")?
-        + start;
-    Ok(text[start..end].to_owned())
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+use sharing_env::*;
 
 #[tokio::test]
 async fn user_share_viewer_then_editor_then_revoked() -> anyhow::Result<()> {
@@ -694,34 +557,6 @@ async fn ocs_share_in_xml_v1_and_sharees() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Groups through the Graph API as admin; the group's id.
-async fn group(env: &Env, name: &str, members: &[&str]) -> anyhow::Result<String> {
-    let r = env
-        .req(
-            "admin",
-            "POST",
-            "/graph/v1.0/groups",
-            &[("content-type", "application/json")],
-            &format!(r#"{{"displayName":"{name}"}}"#),
-        )
-        .await?;
-    anyhow::ensure!(r.status == 201, "group: {} {}", r.status, r.text());
-    let id = r.json()?["id"].as_str().context("group id")?.to_owned();
-    for m in members {
-        let r = env
-            .req(
-                "admin",
-                "POST",
-                &format!("/graph/v1.0/groups/{id}/members/$ref"),
-                &[("content-type", "application/json")],
-                &format!(r#"{{"@odata.id":"http://x/graph/v1.0/users/{m}"}}"#),
-            )
-            .await?;
-        anyhow::ensure!(r.status == 204, "add member: {} {}", r.status, r.text());
-    }
-    Ok(id)
-}
-
 #[tokio::test]
 async fn group_share_follows_membership() -> anyhow::Result<()> {
     let dir = TempDir::new();
@@ -778,6 +613,21 @@ async fn group_share_follows_membership() -> anyhow::Result<()> {
         404
     );
 
+    // Carol's login is cached by the proxy (with the groups her identity lists) right before
+    // she leaves: the share must still stop at once.
+    let space = prop(&env, "alice", &files("alice", "/Proj"), "oc:spaceid").await?;
+    assert_eq!(
+        env.req(
+            "carol",
+            "GET",
+            &format!("/dav/spaces/{space}/Proj/plan.txt"),
+            &[],
+            ""
+        )
+        .await?
+        .status,
+        200
+    );
     // Carol leaves the group: her access ends with her very next request; bob keeps his.
     let r = env
         .req(
@@ -801,6 +651,25 @@ async fn group_share_follows_membership() -> anyhow::Result<()> {
         .status,
         404
     );
+    assert_eq!(
+        env.req(
+            "carol",
+            "GET",
+            &format!("/dav/spaces/{space}/Proj/plan.txt"),
+            &[],
+            ""
+        )
+        .await?
+        .status,
+        404,
+        "by space id"
+    );
+    let (_, root) = listing(&env, "carol", &files("carol", "/")).await?;
+    assert!(!root.contains("Shares"), "{root}");
+    let (_, v) = env
+        .ocs("carol", "GET", "/shares?shared_with_me=true&state=all", "")
+        .await?;
+    assert_eq!(v["ocs"]["data"].as_array().map(Vec::len), Some(0), "{v}");
     assert_eq!(
         env.req(
             "bob",
@@ -888,28 +757,24 @@ async fn pending_shares_wait_for_acceptance() -> anyhow::Result<()> {
         .status,
         404
     );
+    // Accepted again: back.
+    let (status, v) = env
+        .ocs("bob", "POST", &format!("/shares/pending/{id}"), "")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        env.req(
+            "bob",
+            "PROPFIND",
+            &files("bob", "/Shares/Docs"),
+            &[("depth", "0")],
+            ""
+        )
+        .await?
+        .status,
+        207
+    );
     Ok(())
-}
-
-async fn link(env: &Env, form: &str) -> anyhow::Result<(String, String)> {
-    let (status, v) = env.ocs("alice", "POST", "/shares", form).await?;
-    anyhow::ensure!(status == 200, "link: {v}");
-    let d = &v["ocs"]["data"];
-    Ok((
-        d["token"].as_str().context("token")?.to_owned(),
-        d["id"].as_str().context("id")?.to_owned(),
-    ))
-}
-
-/// A request without a login, with optional headers.
-async fn anon(
-    env: &Env,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> anyhow::Result<HttpResponse> {
-    send(env.addr(), method, path, headers, body.to_owned()).await
 }
 
 #[tokio::test]
@@ -1238,24 +1103,683 @@ async fn grouped_processes_enforce_shares_across_the_wire() -> anyhow::Result<()
     Ok(())
 }
 
-/// (year, month, day, hour, minute, second) of unix seconds, UTC.
-fn civil(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
-    let days = (secs / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let t = secs % 86_400;
-    (
-        yoe + era * 400 + i64::from(m <= 2),
-        m,
-        d,
-        t / 3600,
-        t / 60 % 60,
-        t % 60,
-    )
+/// alice's tree for the exposure and open-session tests: `/Docs` (shared), `/Docs/a.txt`,
+/// `/Docs/Sub/s.txt`, and the siblings `/Secret.txt` and `/Other/o.txt`.
+async fn alice_tree(env: &Env) -> anyhow::Result<()> {
+    for folder in ["/Docs", "/Docs/Sub", "/Other"] {
+        let r = env
+            .req("alice", "MKCOL", &files("alice", folder), &[], "")
+            .await?;
+        anyhow::ensure!(r.status == 201, "MKCOL {folder}: {}", r.status);
+    }
+    for (path, body) in [
+        ("/Docs/a.txt", "in share"),
+        ("/Docs/Sub/s.txt", "deeper"),
+        ("/Secret.txt", "secret"),
+        ("/Other/o.txt", "other"),
+    ] {
+        anyhow::ensure!(env.put("alice", &files("alice", path), body).await? == 201);
+    }
+    Ok(())
+}
+
+/// alice shares `/Docs` with bob; the share's id.
+async fn share_docs(env: &Env, permissions: u32) -> anyhow::Result<String> {
+    let (status, v) = env
+        .ocs(
+            "alice",
+            "POST",
+            "/shares",
+            &format!("path=%2FDocs&shareType=0&shareWith=bob&permissions={permissions}"),
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "share: {v}");
+    Ok(v["ocs"]["data"]["id"].as_str().context("id")?.to_owned())
+}
+
+#[tokio::test]
+async fn downgrade_and_revoke_reach_open_sessions() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    env.user("bob").await?;
+    alice_tree(&env).await?;
+    let id = share_docs(&env, 15).await?;
+    let space = prop(&env, "alice", &files("alice", "/Docs"), "oc:spaceid").await?;
+    let auth = basic("bob", "bob-pw");
+    let bob = [("authorization", auth.as_str())];
+    // One keep-alive connection for everything bob does (a sync client's session); his login
+    // is in the proxy's credential cache from the first request on.
+    let mut conn = Conn::open(env.addr()).await?;
+    let jail = |rest: &str| files("bob", &format!("/Shares/Docs{rest}"));
+    let by_space = |rest: &str| format!("/dav/spaces/{space}/Docs{rest}");
+    assert_eq!(
+        conn.send("PUT", &jail("/b.txt"), &bob, "editor")
+            .await?
+            .status,
+        201
+    );
+    assert_eq!(
+        conn.send("PUT", &by_space("/c.txt"), &bob, "editor")
+            .await?
+            .status,
+        201
+    );
+
+    // Downgraded to viewer: the very next write is refused, on both paths; reading goes on.
+    let (status, v) = env
+        .ocs("alice", "PUT", &format!("/shares/{id}"), "permissions=1")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    for path in [jail("/b2.txt"), by_space("/b2.txt"), jail("/a.txt")] {
+        let r = conn.send("PUT", &path, &bob, "viewer").await?;
+        assert_eq!(r.status, 403, "PUT {path}: {}", r.text());
+    }
+    for (method, path) in [("DELETE", jail("/a.txt")), ("MKCOL", jail("/d"))] {
+        let r = conn.send(method, &path, &bob, "").await?;
+        assert_eq!(r.status, 403, "{method} {path}: {}", r.text());
+    }
+    let r = conn.send("GET", &jail("/a.txt"), &bob, "").await?;
+    assert_eq!((r.status, r.text().as_str()), (200, "in share"));
+    let body = r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><oc:permissions/></d:prop></d:propfind>"#;
+    let r = conn
+        .send("PROPFIND", &jail(""), &[bob[0], ("depth", "0")], body)
+        .await?;
+    assert!(
+        r.text().contains("<oc:permissions>S</oc:permissions>"),
+        "{}",
+        r.text()
+    );
+
+    // Revoked: the next request finds nothing, by either path, and the jail is empty.
+    let (status, _) = env
+        .ocs("alice", "DELETE", &format!("/shares/{id}"), "")
+        .await?;
+    assert_eq!(status, 200);
+    for path in [jail("/a.txt"), by_space("/a.txt"), jail("/Sub/s.txt")] {
+        let r = conn.send("GET", &path, &bob, "").await?;
+        assert_eq!(r.status, 404, "GET {path}");
+    }
+    let r = conn
+        .send(
+            "PROPFIND",
+            &files("bob", "/"),
+            &[bob[0], ("depth", "1")],
+            "",
+        )
+        .await?;
+    assert_eq!(r.status, 207);
+    assert!(!r.text().contains("Shares"), "{}", r.text());
+    assert_eq!(
+        conn.send("PUT", &jail("/late.txt"), &bob, "x")
+            .await?
+            .status,
+        404
+    );
+    for (path, want) in [
+        ("/Docs/b.txt", 200),
+        ("/Docs/c.txt", 200),
+        ("/Docs/b2.txt", 404),
+    ] {
+        let r = env
+            .req("alice", "GET", &files("alice", path), &[], "")
+            .await?;
+        assert_eq!(r.status, want, "{path}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn no_share_exposes_a_sibling() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    env.user("bob").await?;
+    alice_tree(&env).await?;
+    assert_eq!(
+        env.put("bob", &files("bob", "/Mine.txt"), "bob's").await?,
+        201
+    );
+    // Editor: the widest a share gets, so refusals below are about the boundary, not the role.
+    share_docs(&env, 15).await?;
+    let space = prop(&env, "alice", &files("alice", "/Docs"), "oc:spaceid").await?;
+    let root_id = prop(&env, "alice", &files("alice", "/"), "oc:fileid").await?;
+    let docs_id = prop(&env, "alice", &files("alice", "/Docs"), "oc:fileid").await?;
+    assert!(!root_id.is_empty() && !docs_id.is_empty());
+    let url = |path: &str| format!("http://{}{path}", env.addr());
+
+    // Paths that climb out, in every spelling: refused before anything is looked up.
+    for path in [
+        files("bob", "/Shares/Docs/../Secret.txt"),
+        files("bob", "/Shares/Docs/%2e%2e/Secret.txt"),
+        files("bob", "/Shares/Docs/%2E%2E/Secret.txt"),
+        files("bob", "/Shares/Docs/Sub/../../Secret.txt"),
+        files("bob", "/Shares/Docs/..%2fSecret.txt"),
+        format!("/dav/spaces/{space}/Docs/../Secret.txt"),
+        format!("/dav/spaces/{docs_id}/../Secret.txt"),
+    ] {
+        for method in ["GET", "PROPFIND", "DELETE"] {
+            let r = env.req("bob", method, &path, &[("depth", "0")], "").await?;
+            assert!(
+                matches!(r.status, 400 | 404),
+                "{method} {path}: {} {}",
+                r.status,
+                r.text()
+            );
+        }
+    }
+    // The owner's space, by its id or its root's resource id: nothing outside the share
+    // exists for bob.
+    for base in [
+        format!("/dav/spaces/{space}"),
+        format!("/dav/spaces/{root_id}"),
+    ] {
+        for (method, path) in [
+            ("GET", format!("{base}/Secret.txt")),
+            ("PROPFIND", format!("{base}/")),
+            ("PROPFIND", format!("{base}/Other")),
+            ("DELETE", format!("{base}/Secret.txt")),
+            ("PUT", format!("{base}/planted.txt")),
+            ("MKCOL", format!("{base}/planted")),
+        ] {
+            let body = if method == "PUT" { "x" } else { "" };
+            let r = env
+                .req("bob", method, &path, &[("depth", "1")], body)
+                .await?;
+            assert_eq!(r.status, 404, "{method} {path}: {}", r.text());
+        }
+    }
+    // Moving or copying out of the share: to bob's home, to the owner's space outside the
+    // share, into a sibling folder, or up with `..` in the Destination.
+    for (method, from, to) in [
+        (
+            "MOVE",
+            files("bob", "/Shares/Docs/a.txt"),
+            files("bob", "/stolen.txt"),
+        ),
+        (
+            "COPY",
+            files("bob", "/Shares/Docs/a.txt"),
+            files("bob", "/stolen.txt"),
+        ),
+        (
+            "MOVE",
+            format!("/dav/spaces/{space}/Docs/a.txt"),
+            format!("/dav/spaces/{space}/out.txt"),
+        ),
+        (
+            "COPY",
+            format!("/dav/spaces/{space}/Docs/Sub"),
+            format!("/dav/spaces/{space}/Other/Sub"),
+        ),
+        (
+            "MOVE",
+            files("bob", "/Shares/Docs/a.txt"),
+            files("bob", "/Shares/Docs/../../out.txt"),
+        ),
+        (
+            "COPY",
+            files("bob", "/Shares/Docs/a.txt"),
+            format!("/dav/spaces/{space}/Docs/%2e%2e/out.txt"),
+        ),
+        // The shared folder itself stays where the owner put it.
+        ("MOVE", files("bob", "/Shares/Docs"), files("bob", "/Docs2")),
+        (
+            "MOVE",
+            format!("/dav/spaces/{space}/Docs"),
+            format!("/dav/spaces/{space}/Other/Docs"),
+        ),
+        // Pulling a sibling in is reading it: no.
+        (
+            "COPY",
+            format!("/dav/spaces/{space}/Secret.txt"),
+            format!("/dav/spaces/{space}/Docs/pulled.txt"),
+        ),
+        (
+            "MOVE",
+            format!("/dav/spaces/{space}/Other/o.txt"),
+            format!("/dav/spaces/{space}/Docs/pulled.txt"),
+        ),
+    ] {
+        let r = env
+            .req("bob", method, &from, &[("destination", &url(&to))], "")
+            .await?;
+        assert!(
+            !(200..300).contains(&r.status),
+            "{method} {from} -> {to}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    // OCS: paths out of the share are not found, and nothing above it can be shared.
+    for path in [
+        "%2FShares%2FDocs%2F..%2FSecret.txt",
+        "%2FShares%2FDocs%2F..",
+    ] {
+        let (status, v) = env
+            .ocs("bob", "GET", &format!("/shares?path={path}"), "")
+            .await?;
+        assert_eq!(status, 404, "{v}");
+        let (status, v) = env
+            .ocs(
+                "bob",
+                "POST",
+                "/shares",
+                &format!("path={path}&shareType=3&permissions=1"),
+            )
+            .await?;
+        assert_eq!(status, 404, "{v}");
+    }
+    // Listings of the share (Depth infinity is refused everywhere) show the share only.
+    for (path, member) in [("/Shares/Docs", "a.txt"), ("/Shares/Docs/Sub", "s.txt")] {
+        let (status, text) = listing(&env, "bob", &files("bob", path)).await?;
+        assert_eq!(status, 207, "{text}");
+        assert!(text.contains(member), "{text}");
+        for sibling in ["Secret", "Other", "o.txt"] {
+            assert!(!text.contains(sibling), "{sibling}: {text}");
+        }
+    }
+
+    // The victims: intact, and nothing landed anywhere.
+    for (path, body) in [
+        ("/Secret.txt", "secret"),
+        ("/Other/o.txt", "other"),
+        ("/Docs/a.txt", "in share"),
+        ("/Docs/Sub/s.txt", "deeper"),
+    ] {
+        let r = env
+            .req("alice", "GET", &files("alice", path), &[], "")
+            .await?;
+        assert_eq!((r.status, r.text().as_str()), (200, body), "{path}");
+    }
+    for path in [
+        "/out.txt",
+        "/planted.txt",
+        "/planted",
+        "/Other/Sub",
+        "/Other/Docs",
+        "/Docs/pulled.txt",
+    ] {
+        let r = env
+            .req(
+                "alice",
+                "PROPFIND",
+                &files("alice", path),
+                &[("depth", "0")],
+                "",
+            )
+            .await?;
+        assert_eq!(r.status, 404, "{path} appeared");
+    }
+    for path in ["/stolen.txt", "/Docs2"] {
+        let r = env
+            .req(
+                "bob",
+                "PROPFIND",
+                &files("bob", path),
+                &[("depth", "0")],
+                "",
+            )
+            .await?;
+        assert_eq!(r.status, 404, "{path} appeared for bob");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn declined_share_leaves_and_accepting_restores_it() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    let bob = env.user("bob").await?;
+    alice_tree(&env).await?;
+    let id = share_docs(&env, 1).await?;
+    let path = files("bob", "/Shares/Docs/a.txt");
+    let readable = || env.req("bob", "GET", &path, &[], "");
+    assert_eq!(readable().await?.status, 200, "auto-accepted");
+
+    // Declined (oCIS's DELETE on pending): out of Shares/ and the accepted list.
+    let (status, v) = env
+        .ocs("bob", "DELETE", &format!("/shares/pending/{id}"), "")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["ocs"]["data"][0]["state"], 2, "{v}");
+    assert_eq!(readable().await?.status, 404);
+    let (_, root) = listing(&env, "bob", &files("bob", "/")).await?;
+    assert!(!root.contains("Shares"), "{root}");
+    let (_, v) = env
+        .ocs("bob", "GET", "/shares?shared_with_me=true", "")
+        .await?;
+    assert_eq!(v["ocs"]["data"].as_array().map(Vec::len), Some(0), "{v}");
+    let (_, v) = env
+        .ocs("bob", "GET", "/shares?shared_with_me=true&state=2", "")
+        .await?;
+    assert_eq!(v["ocs"]["data"][0]["id"], id.as_str(), "{v}");
+    assert_eq!(v["ocs"]["data"][0]["state"], 2);
+    // The owner's share is unchanged.
+    let (status, v) = env
+        .ocs("alice", "GET", &format!("/shares/{id}"), "")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+
+    // Accepted again: back under its name.
+    let (status, v) = env
+        .ocs("bob", "POST", &format!("/shares/pending/{id}"), "")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["ocs"]["data"][0]["state"], 0, "{v}");
+    assert_eq!(v["ocs"]["data"][0]["path"], "/Shares/Docs", "{v}");
+    assert_eq!(readable().await?.status, 200);
+
+    // Unsharing from oneself (DELETE on the share) is declining too; the share stays.
+    let (status, v) = env
+        .ocs("bob", "DELETE", &format!("/shares/{id}"), "")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(readable().await?.status, 404);
+    let (status, _) = env
+        .ocs("alice", "GET", &format!("/shares/{id}"), "")
+        .await?;
+    assert_eq!(status, 200);
+    // Only recipients decline; others do not even see the share.
+    env.user("carol").await?;
+    let (status, _) = env
+        .ocs("carol", "DELETE", &format!("/shares/pending/{id}"), "")
+        .await?;
+    assert_eq!(status, 404);
+
+    for kind in ["share.declined", "share.accepted"] {
+        let e = env
+            .server
+            .proc
+            .wait_event(std::time::Duration::from_secs(5), kind, |e| {
+                e["fields"]["message"] == "event" && e["fields"]["kind"] == kind
+            })
+            .await?;
+        assert_eq!(e["fields"]["actor"], bob.as_str(), "{e}");
+        let attrs: Value = serde_json::from_str(e["fields"]["attrs"].as_str().unwrap_or("{}"))?;
+        assert_eq!(attrs["share_id"], id.as_str(), "{e}");
+    }
+    Ok(())
+}
+
+/// The `<element>`s of an OCS XML answer's `<data>`, each as its child elements' texts.
+fn xml_shares(xml: &str) -> anyhow::Result<Vec<std::collections::BTreeMap<String, String>>> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut path: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    let mut text = String::new();
+    loop {
+        match reader.read_event()? {
+            Event::Start(e) => {
+                path.push(e.name().as_ref().to_owned());
+                if path.len() == 3 && path[..2] == ["ocs", "data"] {
+                    out.push(std::collections::BTreeMap::new());
+                }
+                text.clear();
+            }
+            Event::Empty(e) if path.len() == 3 => {
+                let name = e.name().as_ref().to_owned();
+                out.last_mut()
+                    .context("a field outside an element")?
+                    .insert(name, String::new());
+            }
+            Event::Text(t) => text.push_str(&t.xml10_content()),
+            Event::GeneralRef(r) => text.push(match &*r {
+                "lt" => '<',
+                "gt" => '>',
+                "amp" => '&',
+                "quot" => '"',
+                "apos" => '\'',
+                other => anyhow::bail!("unexpected entity {other}"),
+            }),
+            Event::End(_) => {
+                if path.len() == 4 {
+                    let name = path[3].clone();
+                    out.last_mut()
+                        .context("a field outside an element")?
+                        .insert(name, std::mem::take(&mut text));
+                }
+                path.pop();
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The JSON share `j` and the XML share `x` carry the same fields with the same values
+/// (null is an empty element, numbers their decimal text).
+fn same_share(j: &Value, x: &std::collections::BTreeMap<String, String>) -> anyhow::Result<()> {
+    let obj = j.as_object().context("a share object")?;
+    let keys: Vec<&String> = obj.keys().collect();
+    let xkeys: Vec<&String> = x.keys().collect();
+    anyhow::ensure!(keys == xkeys, "JSON fields {keys:?} vs XML {xkeys:?}");
+    for (k, v) in obj {
+        let want = match v {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        anyhow::ensure!(x[k] == want, "{k}: JSON {v} vs XML {:?}", x[k]);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn ocs_share_fields_in_json_and_xml() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    let bob = env.user("bob").await?;
+    group(&env, "team", &[&bob]).await?;
+    alice_tree(&env).await?;
+    assert_eq!(
+        env.put("alice", &files("alice", "/Note.md"), "# n").await?,
+        201
+    );
+    let space = prop(&env, "alice", &files("alice", "/Docs"), "oc:spaceid").await?;
+    let root_id = prop(&env, "alice", &files("alice", "/"), "oc:fileid").await?;
+    let docs_id = prop(&env, "alice", &files("alice", "/Docs"), "oc:fileid").await?;
+    let note_id = prop(&env, "alice", &files("alice", "/Note.md"), "oc:fileid").await?;
+    let before = now_secs();
+
+    let user_id = share_docs(&env, 15).await?;
+    let (status, v) = env
+        .ocs(
+            "alice",
+            "POST",
+            "/shares",
+            "path=%2FNote.md&shareType=1&shareWith=team&permissions=1&expireDate=2030-01-02",
+        )
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    let group_id = v["ocs"]["data"]["id"].as_str().context("id")?.to_owned();
+    let (status, v) = env
+        .ocs(
+            "alice",
+            "POST",
+            "/shares",
+            "path=%2FDocs&shareType=3&permissions=1&name=Team+link&password=pw&expireDate=2030-01-02T12:00:00Z",
+        )
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    let link_id = v["ocs"]["data"]["id"].as_str().context("id")?.to_owned();
+    let token = v["ocs"]["data"]["token"]
+        .as_str()
+        .context("token")?
+        .to_owned();
+
+    // What every share shows, whatever its type.
+    let common = |s: &Value| -> anyhow::Result<()> {
+        for (k, want) in [
+            ("uid_owner", "alice"),
+            ("displayname_owner", "alice Display"),
+            ("uid_file_owner", "alice"),
+            ("displayname_file_owner", "alice Display"),
+            ("additional_info_owner", ""),
+            ("storage_id", space.as_str()),
+            ("file_parent", root_id.as_str()),
+        ] {
+            anyhow::ensure!(s[k] == want, "{k}: {s}");
+        }
+        anyhow::ensure!(s["item_source"] == s["file_source"], "{s}");
+        anyhow::ensure!(s["parent"].is_null() && s["state"] == 0, "{s}");
+        anyhow::ensure!(s["mail_send"] == 0 && s["hide_download"] == 0, "{s}");
+        anyhow::ensure!(
+            s["stime"]
+                .as_u64()
+                .is_some_and(|t| t >= before && t <= now_secs()),
+            "stime: {s}"
+        );
+        Ok(())
+    };
+    let (_, v) = env
+        .ocs("alice", "GET", &format!("/shares/{user_id}"), "")
+        .await?;
+    let s = &v["ocs"]["data"][0];
+    common(s)?;
+    for (k, want) in [
+        ("id", Value::from(user_id.as_str())),
+        ("share_type", Value::from(0)),
+        ("permissions", Value::from(15)),
+        ("path", Value::from("/Docs")),
+        ("item_type", Value::from("folder")),
+        ("mimetype", Value::from("httpd/unix-directory")),
+        ("item_source", Value::from(docs_id.as_str())),
+        ("file_target", Value::from("/Docs")),
+        ("share_with", Value::from("bob")),
+        ("share_with_displayname", Value::from("bob Display")),
+        ("share_with_additional_info", Value::from("")),
+        ("name", Value::from("")),
+        ("expiration", Value::Null),
+        ("token", Value::Null),
+    ] {
+        assert_eq!(s[k], want, "{k}: {s}");
+    }
+    assert!(s.get("url").is_none(), "user shares have no url: {s}");
+
+    let (_, v) = env
+        .ocs("alice", "GET", &format!("/shares/{group_id}"), "")
+        .await?;
+    let s = &v["ocs"]["data"][0];
+    common(s)?;
+    for (k, want) in [
+        ("share_type", Value::from(1)),
+        ("permissions", Value::from(1)),
+        ("path", Value::from("/Note.md")),
+        ("item_type", Value::from("file")),
+        ("item_source", Value::from(note_id.as_str())),
+        ("file_target", Value::from("/Note.md")),
+        ("share_with", Value::from("team")),
+        ("share_with_displayname", Value::from("team")),
+        // A date alone lasts through that day.
+        ("expiration", Value::from("2030-01-02 23:59:59")),
+    ] {
+        assert_eq!(s[k], want, "{k}: {s}");
+    }
+    assert!(
+        s["mimetype"]
+            .as_str()
+            .is_some_and(|m| m != "httpd/unix-directory"),
+        "{s}"
+    );
+
+    let (_, v) = env
+        .ocs("alice", "GET", &format!("/shares/{link_id}"), "")
+        .await?;
+    let s = &v["ocs"]["data"][0];
+    common(s)?;
+    for (k, want) in [
+        ("share_type", Value::from(3)),
+        ("permissions", Value::from(1)),
+        ("path", Value::from("/Docs")),
+        ("item_source", Value::from(docs_id.as_str())),
+        ("token", Value::from(token.as_str())),
+        (
+            "url",
+            Value::from(format!("http://{}/s/{token}", env.addr())),
+        ),
+        ("name", Value::from("Team link")),
+        // That a password is set, never the password (nor its hash).
+        ("share_with", Value::from("***redacted***")),
+        ("share_with_displayname", Value::Null),
+        ("expiration", Value::from("2030-01-02 12:00:00")),
+    ] {
+        assert_eq!(s[k], want, "{k}: {s}");
+    }
+    assert!(!v.to_string().contains("argon2"), "{v}");
+
+    // The recipient's view: paths in its jail.
+    let (_, v) = env
+        .ocs("bob", "GET", "/shares?shared_with_me=true", "")
+        .await?;
+    let mine = v["ocs"]["data"].as_array().context("list")?;
+    assert_eq!(mine.len(), 2, "{v}");
+    for (id, path) in [(&user_id, "/Shares/Docs"), (&group_id, "/Shares/Note.md")] {
+        let s = mine
+            .iter()
+            .find(|s| s["id"] == id.as_str())
+            .context("received share")?;
+        assert_eq!(s["path"], path, "{s}");
+        assert_eq!(s["file_target"], path, "{s}");
+        assert_eq!(s["state"], 0, "{s}");
+        assert_eq!(s["uid_owner"], "alice", "{s}");
+    }
+
+    // Lists: by path, and of a folder's members.
+    let (_, v) = env.ocs("alice", "GET", "/shares?path=%2FDocs", "").await?;
+    let mut ids: Vec<&str> = v["ocs"]["data"]
+        .as_array()
+        .context("list")?
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    let mut want = vec![user_id.as_str(), link_id.as_str()];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    let (_, v) = env
+        .ocs("alice", "GET", "/shares?path=%2F&subfiles=true", "")
+        .await?;
+    assert_eq!(v["ocs"]["data"].as_array().map(Vec::len), Some(3), "{v}");
+
+    // XML, v1 and v2, field by field the same as JSON, for every share.
+    for id in [&user_id, &group_id, &link_id] {
+        let (_, json) = env
+            .ocs("alice", "GET", &format!("/shares/{id}"), "")
+            .await?;
+        for v in ["v1", "v2"] {
+            let r = env
+                .req(
+                    "alice",
+                    "GET",
+                    &format!("/ocs/{v}.php/apps/files_sharing/api/v1/shares/{id}"),
+                    &[],
+                    "",
+                )
+                .await?;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert!(
+                r.header("content-type")
+                    .is_some_and(|c| c.starts_with("text/xml")),
+                "{:?}",
+                r.header("content-type")
+            );
+            let code = if v == "v1" { 100 } else { 200 };
+            assert!(
+                r.text()
+                    .contains(&format!("<statuscode>{code}</statuscode>")),
+                "{}",
+                r.text()
+            );
+            let xml = xml_shares(&r.text())?;
+            assert_eq!(xml.len(), 1, "{}", r.text());
+            same_share(&json["ocs"]["data"][0], &xml[0])
+                .with_context(|| format!("{v} share {id}: {}", r.text()))?;
+        }
+    }
+    Ok(())
 }

@@ -12,8 +12,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use arca_config::{Config, Origin, Overrides, RegistryKind};
+use arca_config::{Config, EventsKind, Origin, Overrides, RegistryKind};
 use arca_runtime::Leases;
+use arca_runtime::events::{EventBus, MemoryBus, NatsBus, NatsBusSettings};
 use arca_runtime::{Service, Supervisor};
 use arca_transport::{
     DnsRegistry, MemoryRegistry, NatsKv, NatsRegistry, NatsSettings, Registry, StaticRegistry,
@@ -183,8 +184,10 @@ fn check_reachability(config: &Config) -> Result<(), String> {
             "identity.secret: required when services run in several processes (set it in every process's config or ARCA_IDENTITY_SECRET) ({source})"
         ));
     }
+    // Only the dependency lists are asked for here: no bus is connected to.
+    let bus: Arc<dyn EventBus> = MemoryBus::new(1);
     for name in &config.services {
-        for dep in compose(name, config).dependencies() {
+        for dep in compose(name, config, &bus).dependencies() {
             if config.hosts(dep) {
                 continue;
             }
@@ -216,7 +219,7 @@ fn check_reachability(config: &Config) -> Result<(), String> {
 }
 
 /// The one table of what this binary can host.
-fn compose(name: &str, config: &Config) -> Box<dyn Service> {
+fn compose(name: &str, config: &Config, bus: &Arc<dyn EventBus>) -> Box<dyn Service> {
     match name {
         "proxy" => Box::new(arca_proxy::Proxy::new(config)),
         "frontend" => Box::new(arca_frontend::Frontend),
@@ -224,9 +227,34 @@ fn compose(name: &str, config: &Config) -> Box<dyn Service> {
         "storage-users" => Box::new(arca_storage_users::StorageUsers),
         "storage-system" => Box::new(arca_storage_system::StorageSystem),
         // The config crate accepts only the six names; this is the sixth.
-        _ => Box::new(arca_sharing::Sharing::default()),
+        _ => Box::new(arca_sharing::Sharing::new(bus.clone())),
     }
 }
+
+/// The process's one event bus: in memory, or the JetStream stream every process shares.
+async fn event_bus(config: &Config) -> anyhow::Result<Arc<dyn EventBus>> {
+    let events = &config.events;
+    Ok(match (events.kind, &events.nats.url) {
+        (EventsKind::Nats, Some(url)) => {
+            // Connects in the background like the registry: a NATS outage at start makes
+            // publishes fail after events.nats.publish_timeout, it does not stop the process.
+            NatsBus::connect(NatsBusSettings {
+                url: url.clone(),
+                stream: events.nats.stream.clone(),
+                ack_wait: events.nats.ack_wait,
+                max_deliver: events.nats.max_deliver,
+                publish_timeout: events.nats.publish_timeout,
+            })
+            .await
+            .context("events.nats.url")?
+        }
+        // The config refuses kind nats without a URL; memory it is otherwise.
+        _ => MemoryBus::new(EVENT_BUFFER),
+    })
+}
+
+/// Events kept for a listener that falls behind on the in-memory bus.
+const EVENT_BUFFER: usize = 1024;
 
 async fn serve(config: Config) -> anyhow::Result<i32> {
     let telemetry = arca_runtime::telemetry::init(&config).context("telemetry")?;
@@ -253,10 +281,11 @@ async fn serve(config: Config) -> anyhow::Result<i32> {
             config.registry.dns.interval,
         )),
     };
+    let bus = event_bus(&config).await?;
     let services = config
         .services
         .iter()
-        .map(|name| compose(name, &config))
+        .map(|name| compose(name, &config, &bus))
         .collect();
     let mut supervisor = Supervisor::new(config.clone(), services, registry);
     // Without NATS, leases are per process: each process runs its own background jobs.

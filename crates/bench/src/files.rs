@@ -118,7 +118,56 @@ struct Row {
     results: Vec<(&'static str, Result<Measure, String>)>,
 }
 
+/// Which lines to run: `ARCA_BENCH_FILES` is a comma-separated subset of `put`, `get`,
+/// `propfind`, `big`, `rss` (GET reads what PUT wrote, so `get` runs PUT too); unset runs all.
+/// `ARCA_BENCH_PEERS=0` measures arca alone. For quick before/after checks while tuning one
+/// path; a full run is the one to quote.
+struct Lines {
+    put: bool,
+    get: bool,
+    propfind: bool,
+    big: bool,
+    rss: bool,
+    peers: bool,
+}
+
+impl Lines {
+    fn from_env() -> anyhow::Result<Self> {
+        let peers = std::env::var("ARCA_BENCH_PEERS").map_or(true, |v| v != "0");
+        let Ok(list) = std::env::var("ARCA_BENCH_FILES") else {
+            return Ok(Self {
+                put: true,
+                get: true,
+                propfind: true,
+                big: true,
+                rss: true,
+                peers,
+            });
+        };
+        let mut l = Self {
+            put: false,
+            get: false,
+            propfind: false,
+            big: false,
+            rss: false,
+            peers,
+        };
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "put" => l.put = true,
+                "get" => (l.put, l.get) = (true, true),
+                "propfind" => l.propfind = true,
+                "big" => l.big = true,
+                "rss" => l.rss = true,
+                other => bail!("ARCA_BENCH_FILES: unknown line {other:?}"),
+            }
+        }
+        Ok(l)
+    }
+}
+
 pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
+    let lines = Lines::from_env()?;
     let arca_bin = process::locate_arca("files")?;
     ensure_tools()?;
     let scratch = Scratch::new("files").context("scratch directory")?;
@@ -157,7 +206,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     let mut nginx = start_nginx(&scratch.path.join("nginx"), nginx_addr, &htpasswd, owner)?;
     apache.wait_ready(apache_addr, "/dav/")?;
     nginx.wait_ready(nginx_addr, "/dav/")?;
-    let servers = [
+    let mut servers = vec![
         arca_dav,
         Dav {
             name: "apache",
@@ -170,18 +219,26 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
             base: "/dav/".to_owned(),
         },
     ];
+    if !lines.peers {
+        servers.truncate(1);
+    }
     for dav in &servers[1..] {
         rt.block_on(make_collections(dav, &auth))
             .with_context(|| format!("{}: creating collections", dav.name))?;
     }
     println!(
-        "files: arca {}, apache {} (mod_dav_fs, mpm_event), nginx {} (dav_ext); user {USER}, \
-         Basic auth (peers: htpasswd apr1-MD5)",
-        servers[0].addr, servers[1].addr, servers[2].addr
+        "files: arca {}, apache {apache_addr} (mod_dav_fs, mpm_event), nginx {nginx_addr} \
+         (dav_ext){}; user {USER}, Basic auth (peers: htpasswd apr1-MD5)",
+        servers[0].addr,
+        if lines.peers { "" } else { " (not measured)" }
     );
 
-    let rss = measure_rss(&rt, &servers[0], &auth, arca_pid)
-        .map_err(|e| anyhow::anyhow!(arca.with_log(&format!("arca RSS: {e:#}"))))?;
+    let rss = if lines.rss {
+        measure_rss(&rt, &servers[0], &auth, arca_pid)
+            .map_err(|e| anyhow::anyhow!(arca.with_log(&format!("arca RSS: {e:#}"))))?
+    } else {
+        Vec::new()
+    };
 
     let wrk_dir = scratch.path.join("wrk");
     fs::create_dir_all(&wrk_dir).context("wrk script dir")?;
@@ -191,33 +248,39 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     let mut put = Row::new("PUT 4 KiB, 16 conns", "ops/s");
     let mut get = Row::new("GET 4 KiB, 16 conns", "ops/s");
     let mut written = Vec::new();
-    for dav in &servers {
+    for dav in servers.iter().filter(|_| lines.put) {
         let r = put_small(dav, &auth, &wrk_dir);
         written.push(r.as_ref().ok().map(|(_, counters)| counters.clone()));
         put.push(dav.name, r.map(|(m, _)| m));
     }
-    for (dav, counters) in servers.iter().zip(&written) {
+    for (dav, counters) in servers.iter().zip(&written).filter(|_| lines.get) {
         let r = match counters {
             Some(c) => get_small(dav, &auth, &wrk_dir, c),
             None => Err(anyhow::anyhow!("no files: its PUT case failed")),
         };
         get.push(dav.name, r);
     }
-    rows.push(put);
-    rows.push(get);
+    if lines.put {
+        rows.push(put);
+    }
+    if lines.get {
+        rows.push(get);
+    }
 
     let mut listing = Row::new("PROPFIND depth 1, 1,000 entries", "req/s");
-    for dav in &servers {
+    for dav in servers.iter().filter(|_| lines.propfind) {
         let r = rt
             .block_on(populate_listing(dav, &auth))
             .and_then(|note| propfind(dav, &auth, &wrk_dir, note));
         listing.push(dav.name, r);
     }
-    rows.push(listing);
+    if lines.propfind {
+        rows.push(listing);
+    }
 
     let mut big_put = Row::new("PUT 512 MiB, 1 conn", "MiB/s");
     let mut big_get = Row::new("GET 512 MiB, 1 conn", "MiB/s");
-    for dav in &servers {
+    for dav in servers.iter().filter(|_| lines.big) {
         match rt.block_on(big_transfers(dav, &auth)) {
             Ok((p, g)) => {
                 big_put.push(dav.name, Ok(p));
@@ -229,8 +292,10 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
             }
         }
     }
-    rows.push(big_put);
-    rows.push(big_get);
+    if lines.big {
+        rows.push(big_put);
+        rows.push(big_get);
+    }
 
     // Stop the peers before printing, so a reader's next command finds the machine idle.
     apache.stop();

@@ -15,37 +15,44 @@
 //!   It installs what it drives (`wrk`, `apache2`, `nginx-extras`) with apt-get when missing.
 //! - `auth`: 4 KiB GETs through the same binary with HTTP Basic and with an OIDC Bearer token
 //!   from a small issuer started in the run, side by side, with the Bearer/Basic ratio.
+//! - `split`: the same WebDAV workload (4 KiB GET, PROPFIND Depth 1 on a small folder, 16
+//!   connections) on three deployments of that binary started side by side — one process
+//!   (`mem://`), one pod of four processes over Unix sockets, four processes over TCP — with
+//!   pod/single and split/single ratios: what each split costs.
 //!
 //! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
 //! the machine and its load, a ratio measured in the same run does much less. Each target from
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth]` (default `all`), in a release build.
+//! Usage: `arca-bench [all|transport|process|files|auth|split]` (default `all`), in a release
+//! build.
 
 mod auth;
 mod files;
 mod process;
+mod split;
 mod transport;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
-  all        all of them (the default)";
+  split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
+  all        all of them, in this order (the default)";
+
+/// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
+/// use.
+const SECTIONS: [&str; 5] = ["transport", "process", "files", "auth", "split"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (transport, process, files) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..]
-    {
-        [] | ["all"] => (true, true, true),
-        ["transport"] => (true, false, false),
-        ["process"] => (false, true, false),
-        ["files"] => (false, false, true),
-        ["auth"] => (false, false, false),
+    let selected: Vec<&str> = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] | ["all"] => SECTIONS.to_vec(),
+        [one] if SECTIONS.contains(&one) => vec![one],
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -62,27 +69,21 @@ fn main() -> ExitCode {
 
     let mut targets = Targets::default();
     let mut failed = false;
-    // A section that cannot run is reported and the next one still runs: one missing binary
-    // should not hide the transport numbers.
-    if transport && let Err(e) = transport::run(&mut targets) {
-        eprintln!("arca-bench: transport: {e:#}");
-        failed = true;
-    }
-    if process && let Err(e) = process::run(&mut targets) {
-        eprintln!("arca-bench: process: {e:#}");
-        failed = true;
-    }
-    if files && let Err(e) = files::run(&mut targets) {
-        eprintln!("arca-bench: files: {e:#}");
-        failed = true;
-    }
-    let auth = matches!(
-        args.iter().map(String::as_str).collect::<Vec<_>>()[..],
-        [] | ["all"] | ["auth"]
-    );
-    if auth && let Err(e) = auth::run(&mut targets) {
-        eprintln!("arca-bench: auth: {e:#}");
-        failed = true;
+    for section in selected {
+        let result = match section {
+            "transport" => transport::run(&mut targets),
+            "process" => process::run(&mut targets),
+            "files" => files::run(&mut targets),
+            "auth" => auth::run(&mut targets),
+            "split" => split::run(&mut targets),
+            other => Err(anyhow::anyhow!("no section {other}")),
+        };
+        // A section that cannot run is reported and the next one still runs: one missing
+        // binary should not hide the transport numbers.
+        if let Err(e) = result {
+            eprintln!("arca-bench: {section}: {e:#}");
+            failed = true;
+        }
     }
 
     println!();

@@ -120,6 +120,12 @@ pub enum Problem {
     NotNatsUrl(String),
     #[error("{0} is not a NATS bucket name (letters, digits, - and _)")]
     NotKvBucket(String),
+    #[error("{0} is not a NATS stream name (letters, digits, - and _)")]
+    NotStreamName(String),
+    /// A key required by another key's value, e.g. `events.nats.url` with `events.kind: nats`
+    /// and no NATS registry to take it from.
+    #[error("must be set when {0}")]
+    RequiredWhen(&'static str),
     #[error("{0} is shorter than {1}")]
     TooShort(String, &'static str),
     #[error("value is not valid UTF-8")]

@@ -152,6 +152,42 @@ pub(crate) const KEYS: &[Key] = &[
         "With kind dns: how often the names are resolved again.",
     ),
     key(
+        "events.kind",
+        Text("memory"),
+        Some("ARCA_EVENTS_KIND"),
+        "The event bus: memory (within this process) or nats (a JetStream stream every process shares; each consuming service handles each event once, however many replicas it runs).",
+    ),
+    key(
+        "events.nats.url",
+        Unset,
+        Some("ARCA_EVENTS_NATS_URL"),
+        "With kind nats: the NATS server(s), nats://HOST:PORT, comma-separated; unset = registry.nats.url when registry.kind is nats, else required.",
+    ),
+    key(
+        "events.nats.stream",
+        Text("arca-events"),
+        None,
+        "With kind nats: the JetStream stream holding the events (created if missing; subjects STREAM.KIND).",
+    ),
+    key(
+        "events.nats.ack_wait",
+        Text("30s"),
+        None,
+        "With kind nats: a delivery its handler has not acknowledged within this time goes to another replica (or the same one) again.",
+    ),
+    key(
+        "events.nats.max_deliver",
+        Text("10"),
+        None,
+        "With kind nats: deliveries of one event to one consuming service before it is given up (and logged by nobody).",
+    ),
+    key(
+        "events.nats.publish_timeout",
+        Text("2s"),
+        None,
+        "With kind nats: how long a publish may retry until the stream acknowledges it; then the publisher gets an error.",
+    ),
+    key(
         "identity.secret",
         Unset,
         Some("ARCA_IDENTITY_SECRET"),
@@ -254,6 +290,24 @@ pub(crate) const KEYS: &[Key] = &[
         "Create unknown users at their first login from the claims preferred_username, name and email.",
     ),
     key(
+        "proxy.oidc.provisioning.concurrency",
+        Text("8"),
+        None,
+        "Users created from OIDC claims at once by this proxy; further first logins wait their turn.",
+    ),
+    key(
+        "proxy.oidc.provisioning.rate",
+        Text("100"),
+        None,
+        "Users created from OIDC claims per second at most by this proxy, so a burst of first logins does not swamp storage-system.",
+    ),
+    key(
+        "proxy.oidc.provisioning.burst",
+        Text("200"),
+        None,
+        "Users that may be created at once above the rate after a quiet time.",
+    ),
+    key(
         "frontend.endpoint",
         Text("mem://frontend"),
         None,
@@ -278,10 +332,34 @@ pub(crate) const KEYS: &[Key] = &[
         "Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in data_dir.",
     ),
     key(
+        "storage-users.database_max_connections",
+        Unset,
+        None,
+        "Connections of the metadata database pool, the bound on this instance's concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.",
+    ),
+    key(
         "storage-users.personal_quota",
         Unset,
         Some("ARCA_STORAGE_USERS_PERSONAL_QUOTA"),
         "Quota of each new personal space: 10GiB, 500MB (1000-based) or bytes; unset or 0 = unlimited.",
+    ),
+    key(
+        "storage-users.provisioning.concurrency",
+        Text("8"),
+        None,
+        "Personal spaces created at once (at first login); further first requests wait their turn. Concurrent first requests of one user create one space.",
+    ),
+    key(
+        "storage-users.provisioning.rate",
+        Text("100"),
+        None,
+        "Personal spaces created per second at most, so a burst of first logins does not swamp the database.",
+    ),
+    key(
+        "storage-users.provisioning.burst",
+        Text("200"),
+        None,
+        "Personal spaces that may be created at once above the rate after a quiet time.",
     ),
     key(
         "storage-users.blobs.kind",
@@ -336,6 +414,12 @@ pub(crate) const KEYS: &[Key] = &[
         Unset,
         Some("ARCA_STORAGE_SYSTEM_DATABASE"),
         "Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in data_dir.",
+    ),
+    key(
+        "storage-system.database_max_connections",
+        Unset,
+        None,
+        "Connections of the metadata database pool, the bound on this instance's concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.",
     ),
     key(
         "storage-system.blobs.kind",

@@ -43,6 +43,7 @@ pub struct Config {
     pub debug: DebugConfig,
     pub shutdown: ShutdownConfig,
     pub registry: RegistryConfig,
+    pub events: EventsConfig,
     pub identity: IdentityConfig,
     pub proxy: ProxyConfig,
     pub frontend: ServiceSection,
@@ -161,6 +162,36 @@ pub enum RegistryKind {
     Dns,
 }
 
+/// The event bus (`events`): within one process, or a NATS JetStream stream all share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventsConfig {
+    pub kind: EventsKind,
+    /// Used with [`EventsKind::Nats`]; read (and validated) whatever the kind.
+    pub nats: NatsEventsConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventsKind {
+    Memory,
+    Nats,
+}
+
+/// A JetStream stream as the event bus, with one durable consumer per consuming service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsEventsConfig {
+    /// `nats://HOST:PORT` (comma-separated): `events.nats.url`, else `registry.nats.url` when
+    /// the registry is NATS. `None` only while the kind is memory.
+    pub url: Option<String>,
+    /// A valid stream name (letters, digits, `-`, `_`); also the first token of its subjects.
+    pub stream: String,
+    /// Above zero.
+    pub ack_wait: Duration,
+    /// Above zero.
+    pub max_deliver: u32,
+    /// Above zero: the bound on one publish, retries included.
+    pub publish_timeout: Duration,
+}
+
 /// Secrets; `Debug` shows only whether each is set.
 #[derive(Clone, PartialEq, Eq)]
 pub struct IdentityConfig {
@@ -230,6 +261,18 @@ pub struct ProxyOidc {
     pub user_claim: String,
     /// Create unknown users on their first login.
     pub provision: bool,
+    /// Bounds on those creations (`proxy.oidc.provisioning`): a burst of first logins
+    /// queues here instead of hitting storage-system all at once.
+    pub provisioning: WorkLimits,
+}
+
+/// Bounds on one kind of work toward a shared dependency: at most `concurrency` at once, and
+/// at most `rate` starts per second with bursts of `burst`. All three above zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkLimits {
+    pub concurrency: u32,
+    pub rate: u32,
+    pub burst: u32,
 }
 
 /// Login throttling: after `max_failures` failed logins within `window` for one user name or
@@ -275,6 +318,12 @@ pub struct StorageSection {
     /// Resumable (TUS) uploads (`storage-users.uploads`): always `None` for storage-system,
     /// which takes no uploads from clients.
     pub uploads: Option<UploadsConfig>,
+    /// Connections of the metadata database pool (`database_max_connections`); `None` = the
+    /// store's default (8 for SQLite, 16 for PostgreSQL). Above zero.
+    pub database_max_connections: Option<u32>,
+    /// Bounds on creating personal spaces at first login (`storage-users.provisioning`);
+    /// always `None` for storage-system, which has no personal spaces.
+    pub provisioning: Option<WorkLimits>,
 }
 
 /// Resumable (TUS) uploads of storage-users.
@@ -294,6 +343,8 @@ impl fmt::Debug for StorageSection {
             .field("blobs", &self.blobs)
             .field("personal_quota", &self.personal_quota)
             .field("uploads", &self.uploads)
+            .field("database_max_connections", &self.database_max_connections)
+            .field("provisioning", &self.provisioning)
             .finish()
     }
 }

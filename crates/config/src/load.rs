@@ -276,6 +276,7 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
             })?,
         })
     })?;
+    let events = root.section("events", |t| events(t, &registry))?;
     let identity = root.section("identity", |t| {
         Ok(IdentityConfig {
             secret: t.field("secret").optional_text()?,
@@ -327,6 +328,11 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
                     true => t.field("personal_quota").optional_size()?,
                     false => None,
                 },
+                database_max_connections: optional_count(&t.field("database_max_connections"))?,
+                provisioning: match has_personal_spaces {
+                    true => Some(t.section("provisioning", work_limits)?),
+                    false => None,
+                },
                 // Only storage-users takes resumable uploads from clients.
                 uploads: match has_personal_spaces {
                     true => Some(t.section("uploads", |t| {
@@ -356,6 +362,7 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
         debug,
         shutdown,
         registry,
+        events,
         identity,
         proxy,
         frontend,
@@ -432,9 +439,55 @@ fn services(field: Field) -> Result<Vec<String>, ConfigError> {
     Ok(services)
 }
 
-/// `registry.nats`: server URLs, bucket name and entry TTL.
-fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
-    let url = t.field("url");
+/// `events`: the bus kind and its NATS stream. The URL falls back to the registry's, so a
+/// NATS deployment names its servers once.
+fn events(t: &mut Table, registry: &RegistryConfig) -> Result<crate::EventsConfig, ConfigError> {
+    let kind_field = t.field("kind");
+    let kind = kind_field.choice("memory, nats", |s| match s {
+        "memory" => Some(crate::EventsKind::Memory),
+        "nats" => Some(crate::EventsKind::Nats),
+        _ => None,
+    })?;
+    let nats = t.section("nats", |t| {
+        let url = t.field("url");
+        let url = match url.optional_text()? {
+            Some(_) => Some(nats_urls(&url)?),
+            None if registry.kind == RegistryKind::Nats => Some(registry.nats.url.clone()),
+            None => None,
+        };
+        let stream = t.field("stream");
+        let name = stream.text()?;
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(stream.error(Problem::NotStreamName(format!("{name:?}"))));
+        }
+        let positive = |field: Field| match field.duration()? {
+            Duration::ZERO => Err(field.error(Problem::Zero)),
+            positive => Ok(positive),
+        };
+        Ok(crate::NatsEventsConfig {
+            url,
+            stream: name,
+            ack_wait: positive(t.field("ack_wait"))?,
+            max_deliver: t.field("max_deliver").positive_integer()?,
+            publish_timeout: positive(t.field("publish_timeout"))?,
+        })
+    })?;
+    if kind == crate::EventsKind::Nats && nats.url.is_none() {
+        // Blame the value that asked for NATS.
+        return Err(ConfigError::Invalid {
+            key: "events.nats.url".to_owned(),
+            problem: Problem::RequiredWhen("events.kind is nats and registry.kind is not"),
+            origin: kind_field.origin.clone(),
+        });
+    }
+    Ok(crate::EventsConfig { kind, nats })
+}
+
+/// A comma-separated list of `nats://` or `tls://` server URLs, trimmed.
+fn nats_urls(url: &Field) -> Result<String, ConfigError> {
     let (raw, shown) = url.scalar()?;
     let servers: Vec<&str> = raw.split(',').map(str::trim).collect();
     let valid = servers.iter().all(|server| {
@@ -455,6 +508,12 @@ fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
         };
         return Err(url.error(Problem::NotNatsUrl(shown)));
     }
+    Ok(servers.join(","))
+}
+
+/// `registry.nats`: server URLs, bucket name and entry TTL.
+fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
+    let url = nats_urls(&t.field("url"))?;
     let bucket = t.field("bucket");
     let name = bucket.text()?;
     if !name
@@ -472,7 +531,7 @@ fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
         return Err(ttl.error(Problem::TooShort(shown, "3s")));
     }
     Ok(NatsRegistryConfig {
-        url: servers.join(","),
+        url,
         bucket: name,
         ttl: Duration::from_secs(duration.as_secs()),
     })
@@ -582,12 +641,32 @@ fn proxy_oidc(t: &mut Table) -> Result<Option<crate::ProxyOidc>, ConfigError> {
         "false" => Some(false),
         _ => None,
     })?;
+    let provisioning = t.section("provisioning", work_limits)?;
     Ok(issuer.map(|issuer| crate::ProxyOidc {
         issuer,
         audience,
         user_claim,
         provision,
+        provisioning,
     }))
+}
+
+/// A `concurrency`/`rate`/`burst` section: bounds on one kind of work.
+fn work_limits(t: &mut Table) -> Result<crate::WorkLimits, ConfigError> {
+    Ok(crate::WorkLimits {
+        concurrency: t.field("concurrency").positive_integer()?,
+        rate: t.field("rate").positive_integer()?,
+        burst: t.field("burst").positive_integer()?,
+    })
+}
+
+/// A count above zero, or unset (absent or empty).
+fn optional_count(field: &Field) -> Result<Option<u32>, ConfigError> {
+    match field.value.as_ref().map(|v| &v.kind) {
+        None => Ok(None),
+        Some(ValueKind::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(_) => field.positive_integer().map(Some),
+    }
 }
 
 fn static_endpoints(table: Table) -> Result<BTreeMap<String, Vec<Endpoint>>, ConfigError> {
@@ -1516,6 +1595,71 @@ gateway: {endpoint: unix:///run/gw.sock}
     }
 
     #[test]
+    fn events_keys() {
+        let defaults = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(defaults.events.kind, crate::EventsKind::Memory);
+        assert_eq!(defaults.events.nats.url, None);
+        assert_eq!(defaults.events.nats.stream, "arca-events");
+        assert_eq!(defaults.events.nats.ack_wait, Duration::from_secs(30));
+        assert_eq!(defaults.events.nats.max_deliver, 10);
+        assert_eq!(defaults.events.nats.publish_timeout, Duration::from_secs(2));
+        // The URL comes from a NATS registry unless given.
+        let config = yaml(
+            "e.yaml",
+            "registry: {kind: nats, nats: {url: 'nats://n1:4222'}}\nevents: {kind: nats}",
+        )
+        .unwrap();
+        assert_eq!(config.events.kind, crate::EventsKind::Nats);
+        assert_eq!(config.events.nats.url.as_deref(), Some("nats://n1:4222"));
+        let config = env(&[
+            ("ARCA_EVENTS_KIND", "nats"),
+            ("ARCA_EVENTS_NATS_URL", "nats://a:1, nats://b:2"),
+        ])
+        .unwrap();
+        assert_eq!(
+            config.events.nats.url.as_deref(),
+            Some("nats://a:1,nats://b:2")
+        );
+        let config = yaml(
+            "e.yaml",
+            "events: {nats: {stream: my_events, ack_wait: 5s, max_deliver: 3, publish_timeout: 500ms}}",
+        )
+        .unwrap();
+        assert_eq!(config.events.nats.stream, "my_events");
+        assert_eq!(config.events.nats.ack_wait, Duration::from_secs(5));
+        assert_eq!(config.events.nats.max_deliver, 3);
+        assert_eq!(
+            config.events.nats.publish_timeout,
+            Duration::from_millis(500)
+        );
+
+        assert_eq!(
+            yaml_err("events: {kind: nats}"),
+            "events.nats.url: must be set when events.kind is nats and registry.kind is not (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("events: {kind: kafka}"),
+            r#"events.kind: "kafka" is not one of memory, nats (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("events: {nats: {url: 'http://n:4222'}}"),
+            r#"events.nats.url: "http://n:4222" is not a NATS URL like nats://HOST:PORT (comma-separated for a cluster) (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("events: {nats: {stream: 'a.b'}}"),
+            r#"events.nats.stream: "a.b" is not a NATS stream name (letters, digits, - and _) (config/arca.yaml)"#
+        );
+        assert_eq!(
+            yaml_err("events: {nats: {ack_wait: 0s}}"),
+            "events.nats.ack_wait: must be longer than 0s (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("events: {nats: {max_deliver: 0}}"),
+            "events.nats.max_deliver: 0 is not one of a whole number above 0 (config/arca.yaml)"
+        );
+    }
+
+    #[test]
     fn unknown_keys_name_their_origin() {
         assert_eq!(
             yaml_err("extra: 1"),
@@ -1837,6 +1981,52 @@ storage-system:
         assert_eq!(
             parse_size("340282366920938463463374607431768211455TiB"),
             Err(SizeError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn provisioning_limits_and_pool_sizes() {
+        let config = Config::default();
+        let defaults = crate::WorkLimits {
+            concurrency: 8,
+            rate: 100,
+            burst: 200,
+        };
+        assert_eq!(config.storage_users.provisioning, Some(defaults));
+        assert_eq!(config.storage_system.provisioning, None);
+        assert_eq!(config.storage_users.database_max_connections, None);
+        let config = yaml(
+            "a.yaml",
+            "proxy: {oidc: {issuer: https://idp.example/realms/x, provisioning: {rate: 5}}}\n\
+             storage-users: {database_max_connections: 32, provisioning: {concurrency: 2, burst: 1}}\n\
+             storage-system: {database_max_connections: \"4\"}",
+        )
+        .unwrap();
+        let oidc = config.proxy.oidc.unwrap();
+        assert_eq!(oidc.provisioning.rate, 5);
+        assert_eq!(oidc.provisioning.concurrency, 8);
+        let users = &config.storage_users;
+        assert_eq!(users.database_max_connections, Some(32));
+        assert_eq!(
+            users.provisioning,
+            Some(crate::WorkLimits {
+                concurrency: 2,
+                rate: 100,
+                burst: 1
+            })
+        );
+        assert_eq!(config.storage_system.database_max_connections, Some(4));
+        assert_eq!(
+            yaml_err("storage-users: {provisioning: {rate: 0}}"),
+            "storage-users.provisioning.rate: 0 is not one of a whole number above 0 (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-system: {database_max_connections: 0}"),
+            "storage-system.database_max_connections: 0 is not one of a whole number above 0 (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("storage-system: {provisioning: {rate: 1}}"),
+            "storage-system.provisioning: unknown key (config/arca.yaml)"
         );
     }
 

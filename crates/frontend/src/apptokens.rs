@@ -3,16 +3,22 @@
 //! answer only), lists their tokens (`GET`: ids, labels and dates, never a secret) and revokes
 //! one (`DELETE ?token=…` with the token itself or the id the list shows, or `?id=…`). A client
 //! then logs in with HTTP Basic, the user's name and the token as password.
+//!
+//! Only a password or OpenID Connect login may manage app tokens: a caller logged in with an
+//! app token gets 403 on all three, so a token that leaked from one device can neither mint
+//! more tokens (outliving its revocation) nor revoke the others. The proxy says how the caller
+//! logged in inside the identity token it signs (claim `login`).
 
 // As in the WebDAV handlers: the `Err` side is the finished HTTP answer.
 #![allow(clippy::result_large_err)]
 
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
-use arca_runtime::Caller;
+use arca_runtime::{Caller, IDENTITY_PURPOSE, TokenSigner};
 use arca_transport::Channel;
+use arca_transport::context::IDENTITY_HEADER;
 use axum::Json;
-use axum::extract::{RawQuery, State};
+use axum::extract::{FromRef, FromRequestParts, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::StatusCode;
@@ -24,10 +30,66 @@ use crate::graph::{error, grpc_error};
 const MAX_EXPIRY_SECS: u64 = 10 * 365 * 86_400;
 const DEFAULT_LABEL: &str = "Generated via API";
 
-pub(crate) fn routes(gateway: Channel) -> axum::Router {
+/// The logins that may manage app tokens.
+const MANAGING_LOGINS: [&str; 2] = ["password", "oidc"];
+
+#[derive(Clone)]
+struct Api {
+    gateway: Channel,
+    signer: TokenSigner,
+}
+
+impl FromRef<Api> for Channel {
+    fn from_ref(api: &Api) -> Channel {
+        api.gateway.clone()
+    }
+}
+
+/// `signer` verifies identity tokens again to read how their caller logged in (the runtime
+/// keeps only the [`arca_runtime::Identity`] fields).
+pub(crate) fn routes(gateway: Channel, signer: TokenSigner) -> axum::Router {
     axum::Router::new()
         .route("/auth-app/tokens", get(list).post(create).delete(revoke))
-        .with_state(gateway)
+        .with_state(Api { gateway, signer })
+}
+
+/// The caller, if they logged in with their password or through OIDC; 403 otherwise.
+struct Manager;
+
+impl FromRequestParts<Api> for Manager {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        api: &Api,
+    ) -> Result<Self, Response> {
+        // Anonymous calls get the 401 the other extractor gives.
+        Caller::from_request_parts(parts, api).await?;
+        /// The identity token's claim saying how the caller logged in, as the proxy writes
+        /// it (arca-proxy's `auth::Login`: `password`, `app_token` or `oidc`).
+        #[derive(serde::Deserialize)]
+        struct Claims {
+            #[serde(default)]
+            login: Option<String>,
+        }
+        // Fails closed: a token without the claim (or one that no longer verifies) is not
+        // a password login.
+        let login = parts
+            .headers
+            .get(IDENTITY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| api.signer.verify::<Claims>(IDENTITY_PURPOSE, t).ok())
+            .and_then(|c| c.login);
+        if login.is_some_and(|l| MANAGING_LOGINS.contains(&l.as_str())) {
+            Ok(Manager)
+        } else {
+            Err(error(
+                StatusCode::FORBIDDEN,
+                "accessDenied",
+                "app tokens cannot manage app tokens: log in with your password or your identity provider",
+            ))
+        }
+    }
 }
 
 fn bad_request(message: &str) -> Response {
@@ -98,7 +160,7 @@ fn token_json(t: &AppToken) -> Value {
     })
 }
 
-async fn create(State(gw): State<Channel>, Caller(_): Caller, RawQuery(q): RawQuery) -> Response {
+async fn create(State(gw): State<Channel>, _: Manager, RawQuery(q): RawQuery) -> Response {
     let Some(expiry) = param(q.as_deref(), "expiry") else {
         return bad_request("expiry is required, e.g. ?expiry=72h");
     };
@@ -131,7 +193,7 @@ async fn create(State(gw): State<Channel>, Caller(_): Caller, RawQuery(q): RawQu
     }
 }
 
-async fn list(State(gw): State<Channel>, Caller(_): Caller) -> Response {
+async fn list(State(gw): State<Channel>, _: Manager) -> Response {
     match UsersClient::new(gw)
         .list_app_tokens(ListAppTokensRequest {})
         .await
@@ -144,7 +206,7 @@ async fn list(State(gw): State<Channel>, Caller(_): Caller) -> Response {
     }
 }
 
-async fn revoke(State(gw): State<Channel>, Caller(_): Caller, RawQuery(q): RawQuery) -> Response {
+async fn revoke(State(gw): State<Channel>, _: Manager, RawQuery(q): RawQuery) -> Response {
     let Some(token) = param(q.as_deref(), "token")
         .or_else(|| param(q.as_deref(), "id"))
         .filter(|t| !t.is_empty())

@@ -9,15 +9,21 @@
 //! runs under it through the ordinary WebDAV handlers, and the storage provider resolves that
 //! identity's grant like any caller's, so a revoked link stops at the next request.
 //!
-//! Upload-only links ("file drop") take PUT and MKCOL and refuse reading (PROPFIND, GET)
-//! here already; the provider refuses it too.
+//! Upload-only links ("file drop") take PUT, MKCOL and TUS creation and refuse everything else
+//! with the same 403 whatever the path, so a drop tells nothing about what its folder holds;
+//! the provider refuses reading too, and lands an upload onto a taken name beside it as
+//! `name (2).ext` instead of replacing it or saying it exists (as oCIS does).
+//!
+//! COPY and MOVE stay inside their link: the destination must be below the same token
+//! ([`confine_destination`]).
 
 use std::sync::Arc;
 
-use arca_proto::ErrorKind;
 use arca_proto::v1::sharing_client::SharingClient;
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::*;
+use arca_proto::{ErrorKind, principals};
+use arca_runtime::Identity;
 use arca_transport::Channel;
 use arca_transport::context::CallContext;
 use axum::extract::{Request, State};
@@ -177,8 +183,8 @@ async fn webdav(State(dav): State<Arc<Dav>>, req: Request) -> Response {
         Err(resp) => return resp,
     };
     let bits = opened.share.permissions;
-    let reading = matches!(req.method().as_str(), "PROPFIND" | "GET" | "HEAD");
-    if reading && bits & READ == 0 {
+    if bits & READ == 0 && !drop_allows(&req) {
+        // The same answer whatever the path: a drop tells nothing about what it holds.
         return dav_error(StatusCode::FORBIDDEN, "this link only takes uploads", None);
     }
     let base = opened.node.path.clone();
@@ -202,6 +208,12 @@ async fn webdav(State(dav): State<Arc<Dav>>, req: Request) -> Response {
         Ok(p) => p,
         Err(e) => return dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None),
     };
+    let mut req = req;
+    if matches!(req.method().as_str(), "COPY" | "MOVE")
+        && let Err(resp) = confine_destination(&mut req, token, &opened)
+    {
+        return resp;
+    }
     let loc = Location {
         prefix: prefix.to_owned(),
         space_id: opened.node.space_id.clone(),
@@ -210,6 +222,81 @@ async fn webdav(State(dav): State<Arc<Dav>>, req: Request) -> Response {
         base,
     };
     as_link(&opened.identity, crate::webdav::serve(&dav, loc, req)).await
+}
+
+/// What an upload-only link takes: uploads (PUT, a TUS creation), folders to upload into,
+/// and OPTIONS. Nothing that reads, lists, removes or moves.
+fn drop_allows(req: &Request) -> bool {
+    match req.method().as_str() {
+        "PUT" | "MKCOL" | "OPTIONS" => true,
+        "POST" => req.headers().contains_key("tus-resumable"),
+        _ => false,
+    }
+}
+
+/// A COPY or MOVE stays inside its link: the `Destination` must name a path below the same
+/// token (under either public-files root). It is rewritten to the same place as a space path
+/// (`/dav/spaces/SPACE/…`), which the WebDAV handler resolves like any other; the provider
+/// then checks the link's grant at both ends, so even a rewritten path outside the shared
+/// folder is refused there. Anything else is 403: a link reaches nothing beyond itself.
+// The refusal is the HTTP answer itself, as for every handler here.
+#[allow(clippy::result_large_err)]
+fn confine_destination(req: &mut Request, token: &str, opened: &Opened) -> Result<(), Response> {
+    let outside = || {
+        dav_error(
+            StatusCode::FORBIDDEN,
+            "the destination is outside this link",
+            None,
+        )
+    };
+    let Some(dest) = req.headers().get("destination") else {
+        return Err(dav_error(
+            StatusCode::BAD_REQUEST,
+            "Destination header missing",
+            None,
+        ));
+    };
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let dest = match dav::parse_destination(dest.as_bytes(), &[host]) {
+        Ok(p) => p,
+        Err(dav::DestinationError::OtherServer(d)) => {
+            return Err(dav_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("destination {d} is on another server"),
+                None,
+            ));
+        }
+        Err(e) => return Err(dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None)),
+    };
+    // A file link is the file itself: there is nowhere inside it to copy to.
+    let Some((_, dest_token, rest)) = split(dest.as_str()) else {
+        return Err(outside());
+    };
+    if dest_token != token || !opened.node.is_dir || rest.trim_matches('/').is_empty() {
+        return Err(outside());
+    }
+    let mut raw = String::from("/dav/spaces/");
+    dav::encode_segment(&opened.node.space_id, &mut raw);
+    dav::encode_path(&format!("{}{rest}", opened.node.path), &mut raw);
+    if dest.trailing_slash() && !raw.ends_with('/') {
+        raw.push('/');
+    }
+    let value = HeaderValue::from_str(&raw).map_err(|_| outside())?;
+    req.headers_mut().insert("destination", value);
+    // The WebDAV handler maps destinations for a caller; the link's principal has no home,
+    // so only space paths (the one just written) resolve for it.
+    req.extensions_mut().insert(Identity {
+        id: format!("{}{}", principals::PUBLIC_LINK_PREFIX, opened.share.id),
+        username: String::new(),
+        display_name: opened.share.name.clone(),
+        groups: Vec::new(),
+        admin: false,
+    });
+    Ok(())
 }
 
 /// `/s/{token}`: a file's contents, a folder's listing as a small page, or how to upload to

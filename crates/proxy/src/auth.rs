@@ -1,16 +1,22 @@
 //! Who is calling: HTTP Basic against the users service, cached so that a password hash is
 //! computed once per credential rather than once per request.
 //!
-//! The cache key is an HMAC of the credential under a key that lives only in this process's
-//! memory, so neither the cache nor a heap dump holds a password or a reusable hash of one.
+//! The cache ([`CredentialCache`]) holds every verified credential the proxy accepts: Basic
+//! passwords and app tokens here, OIDC Bearer tokens in [`crate::oidc`]. Its key is an HMAC of
+//! the credential under a key that lives only in this process's memory, so neither the cache
+//! nor a heap dump holds a password, a token or a reusable hash of one.
 //!
 //! Invalidation: the proxy subscribes to storage-system's credential change feed
-//! (`WatchCredentials`) and drops a user's entries when the feed says the user changed (new
-//! password, deleted, app token revoked, groups changed), acknowledging each change; the change
-//! answers its own caller only after that acknowledgement, so the next request already misses
-//! the cache. Nothing is asked per request. While the feed is not subscribed (at start, after
-//! the stream broke, until a resubscription succeeds) nothing is served from the cache and
-//! nothing is added to it: every request is verified by storage-system.
+//! (`WatchCredentials`) and drops a user's entries, whichever way they logged in, when the
+//! feed says the user changed (new password, deleted, app token revoked, groups changed),
+//! acknowledging each change; the change answers its own caller only after that
+//! acknowledgement, so the next request already misses the cache. Nothing is asked per
+//! request. While the feed is not subscribed (at start, after the stream broke, until a
+//! resubscription succeeds) nothing is served from the cache and nothing is added to it: every
+//! request is verified by storage-system.
+//!
+//! The identity token handed downstream also says how the caller logged in ([`Login`]), so
+//! the frontend can keep app tokens from managing app tokens.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,6 +51,42 @@ const FEED_SILENCE: Duration = Duration::from_secs(15);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
+/// How a caller proved who they are, as the identity token tells downstream services (claim
+/// `login`). The frontend's app-token API reads the same claim name and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Login {
+    /// HTTP Basic with the user's password.
+    Password,
+    /// HTTP Basic with one of the user's app tokens.
+    AppToken,
+    /// An OpenID Connect Bearer token.
+    Oidc,
+}
+
+/// The claims of the identity tokens the proxy signs: an [`Identity`] and how it logged in
+/// (services that only read an [`Identity`] ignore the extra claim).
+#[derive(serde::Serialize)]
+struct Vouched<'a> {
+    #[serde(flatten)]
+    identity: &'a Identity,
+    login: Login,
+}
+
+/// Signs the identity token for `identity`, logged in by `login`, valid for `ttl`.
+pub(crate) fn sign_identity(
+    signer: &TokenSigner,
+    identity: &Identity,
+    login: Login,
+    ttl: Duration,
+) -> String {
+    signer.sign(
+        arca_runtime::IDENTITY_PURPOSE,
+        &Vouched { identity, login },
+        ttl,
+    )
+}
+
 pub(crate) enum AuthError {
     /// No or unusable credentials: answer 401 with challenges.
     Missing,
@@ -59,8 +101,7 @@ pub(crate) enum AuthError {
 pub(crate) struct Authenticator {
     users: Channel,
     signer: TokenSigner,
-    cache_key: Arc<[u8]>,
-    cache: Arc<Mutex<Cache>>,
+    cache: CredentialCache,
     throttle: crate::throttle::Throttle,
     /// Dropped with the last clone of the authenticator, which stops the feed subscription.
     _feed: Arc<watch::Sender<()>>,
@@ -138,6 +179,81 @@ impl Cache {
     }
 }
 
+/// The proxy's cache of verified credentials, shared by every way of logging in and kept
+/// honest by the credential feed. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct CredentialCache {
+    /// The HMAC key of cache keys: random per process, never leaves memory.
+    key: Arc<[u8]>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+/// The cache key of a credential: an HMAC, never the credential.
+pub(crate) type CacheKey = [u8; 32];
+
+impl CredentialCache {
+    fn new() -> Self {
+        Self {
+            key: arca_config::generate_secret(32).into_bytes().into(),
+            cache: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Cache> {
+        lock_cache(&self.cache)
+    }
+
+    /// The key of a credential of kind `kind` made of `parts`. The kind keeps a Basic
+    /// password and a Bearer token that happen to be the same bytes apart.
+    fn key(&self, kind: &str, parts: &[&str]) -> CacheKey {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| hmac::Hmac::<sha2::Sha256>::new(&Default::default()));
+        mac.update(kind.as_bytes());
+        for part in parts {
+            mac.update(b"\0");
+            mac.update(part.as_bytes());
+        }
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The cache key of a Bearer token.
+    pub(crate) fn bearer_key(&self, token: &str) -> CacheKey {
+        self.key("bearer", &[token])
+    }
+
+    /// The identity token cached for `key`, if the feed is live and the entry fresh.
+    pub(crate) fn get(&self, key: &CacheKey) -> Option<HeaderValue> {
+        self.lock().get(key)
+    }
+
+    /// Where invalidations stand now; a verification started at this point is cached with
+    /// [`insert`](Self::insert) only if nothing concerning its user happened since.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// Caches `token`, `user_id`'s identity, until `until`, unless the feed is down or the
+    /// user changed since `started` (then the answer may already be stale).
+    pub(crate) fn insert(
+        &self,
+        key: CacheKey,
+        token: HeaderValue,
+        user_id: String,
+        until: Instant,
+        started: u64,
+    ) {
+        self.lock().insert(
+            key,
+            Cached {
+                token,
+                until,
+                user_id,
+            },
+            started,
+        );
+    }
+}
+
 impl Authenticator {
     /// Also subscribes to the credential feed of `users` (storage-system), in a task that
     /// lives as long as the authenticator.
@@ -146,22 +262,27 @@ impl Authenticator {
         signer: TokenSigner,
         throttle: crate::throttle::Throttle,
     ) -> Self {
-        let cache: Arc<Mutex<Cache>> = Arc::default();
+        let cache = CredentialCache::new();
         let (stop, stopped) = watch::channel(());
         tokio::spawn(follow_feed(
             users.clone(),
             signer.clone(),
-            cache.clone(),
+            cache.cache.clone(),
             stopped,
         ));
         Self {
             users,
             signer,
-            cache_key: arca_config::generate_secret(32).into_bytes().into(),
             cache,
             throttle,
             _feed: Arc::new(stop),
         }
+    }
+
+    /// The cache the feed keeps; Bearer logins share it, so the feed evicts them too. Those
+    /// entries are only as live as this authenticator: keep it as long as they are used.
+    pub(crate) fn cache(&self) -> CredentialCache {
+        self.cache.clone()
     }
 
     /// The identity token for the request's `Authorization` header.
@@ -171,8 +292,8 @@ impl Authenticator {
         peer: Option<std::net::IpAddr>,
     ) -> Result<HeaderValue, AuthError> {
         let (username, password) = basic_credentials(authorization).ok_or(AuthError::Missing)?;
-        let key = self.key(&username, &password);
-        if let Some(token) = self.lock().get(&key) {
+        let key = self.cache.key("basic", &[&username, &password]);
+        if let Some(token) = self.cache.get(&key) {
             return Ok(token);
         }
         let mut keys = vec![format!("user:{username}")];
@@ -182,7 +303,7 @@ impl Authenticator {
         if let Some(wait) = self.throttle.blocked(&keys) {
             return Err(AuthError::Throttled(wait));
         }
-        let started = self.lock().epoch;
+        let started = self.cache.epoch();
         let mut client = UsersClient::new(self.users.clone());
         let user = match client
             .authenticate(AuthenticateRequest { username, password })
@@ -217,32 +338,17 @@ impl Authenticator {
             groups: user.groups,
             admin: user.admin,
         };
-        let token = self.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
+        let login = if user.app_token {
+            Login::AppToken
+        } else {
+            Login::Password
+        };
+        let token = sign_identity(&self.signer, &identity, login, TOKEN_TTL + CACHE_TTL);
         let token = HeaderValue::from_str(&token)
             .map_err(|_| AuthError::Unavailable("token encoding".into()))?;
-        self.lock().insert(
-            key,
-            Cached {
-                token: token.clone(),
-                until,
-                user_id,
-            },
-            started,
-        );
+        self.cache
+            .insert(key, token.clone(), user_id, until, started);
         Ok(token)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn key(&self, username: &str, password: &str) -> [u8; 32] {
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.cache_key)
-            .unwrap_or_else(|_| hmac::Hmac::<sha2::Sha256>::new(&Default::default()));
-        mac.update(username.as_bytes());
-        mac.update(b"\0");
-        mac.update(password.as_bytes());
-        mac.finalize().into_bytes().into()
     }
 }
 
@@ -450,6 +556,55 @@ mod tests {
         c.forget_all(true);
         c.insert([6; 32], entry("u9"), started);
         assert!(c.get(&[6; 32]).is_none());
+    }
+
+    #[test]
+    fn bearer_entries_follow_the_feed_like_basic_ones() {
+        let cache = CredentialCache::new();
+        let bearer = cache.bearer_key("a.b.c");
+        let basic = cache.key("basic", &["a.b.c"]);
+        assert_ne!(bearer, basic, "kinds share no keys");
+        let token = HeaderValue::from_static("t");
+        let until = Instant::now() + Duration::from_secs(60);
+        // The feed is not subscribed yet: nothing is kept.
+        cache.insert(bearer, token.clone(), "u1".into(), until, cache.epoch());
+        assert!(cache.get(&bearer).is_none());
+        cache.lock().forget_all(true);
+        cache.insert(bearer, token.clone(), "u1".into(), until, cache.epoch());
+        assert!(cache.get(&bearer).is_some());
+        // The feed says u1 changed (deleted, say): the Bearer login is gone.
+        cache.lock().forget_user("u1");
+        assert!(cache.get(&bearer).is_none());
+        cache.insert(bearer, token, "u1".into(), until, cache.epoch());
+        // The feed is lost: nothing is served.
+        cache.lock().forget_all(false);
+        assert!(cache.get(&bearer).is_none());
+    }
+
+    #[test]
+    fn identity_tokens_say_how_the_caller_logged_in() {
+        let signer = TokenSigner::new(b"k");
+        let identity = Identity {
+            id: "u1".into(),
+            username: "alice".into(),
+            display_name: String::new(),
+            groups: Vec::new(),
+            admin: false,
+        };
+        for (login, text) in [
+            (Login::Password, "password"),
+            (Login::AppToken, "app_token"),
+            (Login::Oidc, "oidc"),
+        ] {
+            let token = sign_identity(&signer, &identity, login, Duration::from_secs(60));
+            // Services that know only Identity read it as before...
+            assert_eq!(signer.verify_identity(&token), Ok(identity.clone()));
+            // ... and the frontend reads the claim.
+            let claims: serde_json::Value = signer
+                .verify(arca_runtime::IDENTITY_PURPOSE, &token)
+                .unwrap_or_default();
+            assert_eq!(claims["login"], text);
+        }
     }
 
     #[test]

@@ -82,12 +82,22 @@ impl Service for Proxy {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let edge = self.edge?;
+            // One cache and one failure count for every way of logging in: the credential
+            // feed evicts Bearer logins with Basic ones, and an address guessing both is
+            // counted once.
+            let auth = auth::Authenticator::new(
+                ctx.channel("storage-system"),
+                ctx.signer().clone(),
+                self.throttle.clone(),
+            );
             let oidc = match &self.oidc {
                 Some(config) => {
                     let oidc = oidc::Oidc::new(
                         config,
                         ctx.channel("storage-system"),
                         ctx.signer().clone(),
+                        auth.cache(),
+                        self.throttle,
                     )?;
                     ctx.spawn(oidc.clone().keep_keys(ctx.shutdown()));
                     Some(oidc)
@@ -96,11 +106,7 @@ impl Service for Proxy {
             };
             let state = ProxyState {
                 frontend: ctx.channel("frontend"),
-                auth: auth::Authenticator::new(
-                    ctx.channel("storage-system"),
-                    ctx.signer().clone(),
-                    self.throttle,
-                ),
+                auth,
                 oidc,
                 cors: self.cors,
                 max_header_bytes: self.limits.max_header_bytes,
@@ -162,6 +168,41 @@ fn is_public_link(path: &str) -> bool {
         || path.starts_with("/dav/public-files/")
 }
 
+/// Paths whose next segment is a capability: whoever knows it holds the upload (TUS) or the
+/// public link, so logs must not keep it whole.
+const CAPABILITY_ROOTS: [&str; 4] = [
+    "/data/",
+    "/s/",
+    "/remote.php/dav/public-files/",
+    "/dav/public-files/",
+];
+/// Characters of a capability token the access log keeps: enough to tell requests for
+/// different links apart, far too few to use.
+const LOGGED_TOKEN_CHARS: usize = 4;
+
+/// `path` as the access log may show it: the token segment after a [`CAPABILITY_ROOTS`] entry
+/// becomes its first [`LOGGED_TOKEN_CHARS`] characters and "…" (a short one only "…", so no
+/// token is ever logged whole).
+fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    let Some(root) = CAPABILITY_ROOTS.iter().find(|r| path.starts_with(*r)) else {
+        return path.into();
+    };
+    let rest = &path[root.len()..];
+    let (token, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if token.is_empty() {
+        return path.into();
+    }
+    let keep = if token.chars().count() > 2 * LOGGED_TOKEN_CHARS {
+        token
+            .char_indices()
+            .nth(LOGGED_TOKEN_CHARS)
+            .map_or(token, |(at, _)| &token[..at])
+    } else {
+        ""
+    };
+    format!("{root}{keep}…{tail}").into()
+}
+
 /// The client's address as the proxy saw it, for the frontend (public links throttle wrong
 /// passwords per address). Only the proxy sets it: a client's own value is dropped.
 const CLIENT_ADDR_HEADER: &str = "x-arca-client-addr";
@@ -177,6 +218,8 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
     let method = req.method().clone();
     // The path only: queries can carry tokens, and access logs outlive them.
     let path = req.uri().path().to_owned();
+    // ... and the log's copy with the capability tokens in paths cut short.
+    let logged_path = loggable_path(&path);
     let origin = state.cors.allowed_origin(req.headers());
 
     let mut response = handle(&state, req, &path).await;
@@ -190,7 +233,7 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
     tracing::info!(
         target: "access",
         method = %method,
-        path = %path,
+        path = %logged_path,
         status = response.status().as_u16(),
         ms = start.elapsed().as_secs_f64() * 1000.0,
         request_id = request_id.to_str().unwrap_or(""),
@@ -244,13 +287,14 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
             .map(|a| a.ip());
         let verified = match (oidc::bearer_token(authorization), &state.oidc) {
             (Some(token), Some(oidc)) => {
-                oidc.authenticate(token).await.map_err(|e| match e {
+                oidc.authenticate(token, peer).await.map_err(|e| match e {
                     oidc::BearerError::Invalid(why) => {
                         // The reason only: the token itself is a credential.
                         tracing::info!(reason = %why, "refused a Bearer token");
                         auth::AuthError::Invalid
                     }
                     oidc::BearerError::Unavailable(why) => auth::AuthError::Unavailable(why),
+                    oidc::BearerError::Throttled(wait) => auth::AuthError::Throttled(wait),
                 })
             }
             _ => state.auth.authenticate(authorization, peer).await,
@@ -357,5 +401,42 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .chain(named.iter().map(String::as_str))
     {
         headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_path;
+
+    #[test]
+    fn capability_tokens_are_cut_short_in_logged_paths() {
+        let token = "Zq3xY7pLmN0aBcDeFgHiJk";
+        for (path, logged) in [
+            (format!("/data/{token}"), "/data/Zq3x…".to_owned()),
+            (format!("/s/{token}"), "/s/Zq3x…".to_owned()),
+            (format!("/s/{token}/"), "/s/Zq3x…/".to_owned()),
+            (
+                format!("/remote.php/dav/public-files/{token}/dir/a.txt"),
+                "/remote.php/dav/public-files/Zq3x…/dir/a.txt".to_owned(),
+            ),
+            (
+                format!("/dav/public-files/{token}"),
+                "/dav/public-files/Zq3x…".to_owned(),
+            ),
+            // A short token is not shown at all.
+            ("/s/abcdefgh/x".to_owned(), "/s/…/x".to_owned()),
+            // Multi-byte characters are cut at a character boundary.
+            ("/s/ééééééééé".to_owned(), "/s/éééé…".to_owned()),
+            // Other paths and bare roots are untouched.
+            ("/s/".to_owned(), "/s/".to_owned()),
+            (
+                "/remote.php/dav/files/admin/s/x".to_owned(),
+                "/remote.php/dav/files/admin/s/x".to_owned(),
+            ),
+            ("/status.php".to_owned(), "/status.php".to_owned()),
+        ] {
+            assert_eq!(loggable_path(&path), logged, "{path}");
+            assert!(!loggable_path(&path).contains(token), "{path} logged whole");
+        }
     }
 }

@@ -10,12 +10,20 @@
 //!
 //! A verified token becomes an arca identity through the Users service: the user named by the
 //! configured claim, created at first login when `proxy.oidc.provision` is on. The result is
-//! cached until the token expires or for [`CACHE_TTL`], whichever is first, under an HMAC of
-//! the token keyed by a per-process secret, so neither the cache nor a heap dump holds a usable
-//! token. No token is ever logged.
+//! cached until the token expires or for [`CACHE_TTL`], whichever is first, in the proxy's
+//! credential cache ([`crate::auth::CredentialCache`]: keyed by an HMAC of the token under a
+//! per-process secret, so neither the cache nor a heap dump holds a usable token). The
+//! credential feed that keeps Basic logins honest evicts these entries too: a user deleted or
+//! changed in arca is refused (or re-read) on the very next request, and while the feed is
+//! down nothing is cached. No token is ever logged.
+//!
+//! Refused tokens count as failed logins ([`crate::throttle`]): per client address always,
+//! and per user only once the signature proved the provider named that user (otherwise
+//! anyone could lock any account out with unsigned garbage naming it).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::net::IpAddr;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
@@ -23,22 +31,22 @@ use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{CreateUserRequest, GetUserRequest, User};
 use arca_runtime::{Identity, TokenSigner};
 use arca_transport::Channel;
-use hmac::{KeyInit, Mac};
 use http::HeaderValue;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{CredentialCache, Login};
+use crate::throttle::Throttle;
+
 /// Clock skew tolerated on `exp` and `nbf`.
 const LEEWAY: u64 = 30;
-/// Longest a verified token is trusted without being verified again (a user removed in arca
-/// is noticed within this time).
+/// Longest a verified token is trusted without being verified again. The credential feed
+/// evicts entries of changed users at once; this bounds what a missed event could cost.
 const CACHE_TTL: Duration = Duration::from_secs(60);
 /// Identity tokens signed for the frontend outlive the cache entry that hands them out.
 const TOKEN_TTL: Duration = Duration::from_secs(600);
-/// Cached tokens kept at most; expired entries are dropped when the map grows past this.
-const CACHE_MAX: usize = 10_000;
 /// Unknown-`kid` refetches of the JWKS happen at most this often.
 const REFETCH_EVERY: Duration = Duration::from_secs(30);
 /// The JWKS is refreshed this often, so keys the provider withdrew stop being accepted.
@@ -47,7 +55,7 @@ const REFRESH: Duration = Duration::from_secs(600);
 const MAX_DOCUMENT: usize = 1 << 20;
 
 /// Why a Bearer token was not accepted.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum BearerError {
     /// The token is not valid (401); the reason is for the log.
     #[error("{0}")]
@@ -55,6 +63,9 @@ pub(crate) enum BearerError {
     /// The provider's keys or the Users service could not be reached (503).
     #[error("{0}")]
     Unavailable(String),
+    /// Too many failed logins from this address or for this user (429 with `Retry-After`).
+    #[error("throttled for {0:?}")]
+    Throttled(Duration),
 }
 
 /// Why the provider's documents could not be loaded.
@@ -78,6 +89,11 @@ struct Inner {
     audience: Option<String>,
     user_claim: String,
     provision: bool,
+    /// Bounds user creations (`proxy.oidc.provisioning`).
+    provisioning: arca_runtime::Limiter,
+    /// Concurrent first requests of one user (one token or several) look the user up, and
+    /// create it, once.
+    flights: arca_runtime::SingleFlight<String, Result<User, BearerError>>,
     http: reqwest::Client,
     users: Channel,
     signer: TokenSigner,
@@ -85,8 +101,8 @@ struct Inner {
     /// When the last unknown-`kid` refetch started; the lock also makes concurrent refetches
     /// one, the others waiting for its keys.
     refetch: tokio::sync::Mutex<Option<Instant>>,
-    cache_key: Vec<u8>,
-    cache: Mutex<HashMap<[u8; 32], Cached>>,
+    cache: CredentialCache,
+    throttle: Throttle,
 }
 
 #[derive(Default)]
@@ -104,12 +120,6 @@ struct Key {
     key: DecodingKey,
 }
 
-#[derive(Clone)]
-struct Cached {
-    token: HeaderValue,
-    until: Instant,
-}
-
 #[derive(Deserialize)]
 struct Discovery {
     issuer: String,
@@ -117,10 +127,14 @@ struct Discovery {
 }
 
 impl Oidc {
+    /// `cache` is the proxy's credential cache (the feed evicts from it); `throttle` counts
+    /// failed logins with Basic's.
     pub(crate) fn new(
         config: &arca_config::ProxyOidc,
         users: Channel,
         signer: TokenSigner,
+        cache: CredentialCache,
+        throttle: Throttle,
     ) -> Result<Self, String> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
@@ -133,13 +147,18 @@ impl Oidc {
                 audience: config.audience.clone(),
                 user_claim: config.user_claim.clone(),
                 provision: config.provision,
+                provisioning: arca_runtime::Limiter::new(
+                    "proxy/oidc-user",
+                    (&config.provisioning).into(),
+                ),
+                flights: arca_runtime::SingleFlight::new(),
                 http,
                 users,
                 signer,
                 keys: RwLock::default(),
                 refetch: tokio::sync::Mutex::new(None),
-                cache_key: arca_config::generate_secret(32).into_bytes(),
-                cache: Mutex::default(),
+                cache,
+                throttle,
             }),
         })
     }
@@ -174,13 +193,54 @@ impl Oidc {
         }
     }
 
-    /// The identity token for a Bearer token.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<HeaderValue, BearerError> {
+    /// The identity token for a Bearer token from a client at `peer`.
+    pub(crate) async fn authenticate(
+        &self,
+        token: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<HeaderValue, BearerError> {
         let inner = &self.inner;
-        let cache_key = inner.cache_key(token);
-        if let Some(identity) = inner.cached(&cache_key) {
+        let cache_key = inner.cache.bearer_key(token);
+        if let Some(identity) = inner.cache.get(&cache_key) {
             return Ok(identity);
         }
+        // Refused before any signature is checked or any key fetched: a blocked address
+        // costs us nothing.
+        let mut throttle_keys: Vec<String> =
+            peer.map(|ip| format!("addr:{ip}")).into_iter().collect();
+        if let Some(wait) = inner.throttle.blocked(&throttle_keys) {
+            return Err(BearerError::Throttled(wait));
+        }
+        // Taken before the user is looked up: a change of the user after this point makes
+        // the answer too old to cache.
+        let started = inner.cache.epoch();
+        match self.verify(token, &mut throttle_keys).await {
+            Ok((identity, user_id, exp)) => {
+                let left = exp.map_or(Duration::ZERO, |exp| {
+                    Duration::from_secs(exp.saturating_sub(unix_now()))
+                });
+                let until = Instant::now() + left.min(CACHE_TTL);
+                inner
+                    .cache
+                    .insert(cache_key, identity.clone(), user_id, until, started);
+                Ok(identity)
+            }
+            Err(BearerError::Invalid(why)) => {
+                inner.throttle.failed(&throttle_keys);
+                Err(BearerError::Invalid(why))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Verifies `token` and finds its user: the identity token, the user's id and the
+    /// token's `exp`. Once the signature holds, the user's throttle key joins `throttle_keys`.
+    async fn verify(
+        &self,
+        token: &str,
+        throttle_keys: &mut Vec<String>,
+    ) -> Result<(HeaderValue, String, Option<u64>), BearerError> {
+        let inner = &self.inner;
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| BearerError::Invalid(format!("malformed token: {e}")))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
@@ -231,7 +291,17 @@ impl Oidc {
                 inner.user_claim
             )));
         }
-        let user = inner.user(&username, &text("name"), &text("email")).await?;
+        // The same key as Basic logins of this name: one account, one count.
+        throttle_keys.push(format!("user:{username}"));
+        if let Some(wait) = inner.throttle.blocked(throttle_keys) {
+            return Err(BearerError::Throttled(wait));
+        }
+        let (name, email) = (text("name"), text("email"));
+        let (user, _) = inner
+            .flights
+            .run(username.clone(), || inner.user(&username, &name, &email))
+            .await;
+        let user = user?;
         let identity = Identity {
             id: user.id,
             username: user.username,
@@ -239,44 +309,20 @@ impl Oidc {
             groups: user.groups,
             admin: user.admin,
         };
-        let signed = inner.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
+        let signed = crate::auth::sign_identity(
+            &inner.signer,
+            &identity,
+            Login::Oidc,
+            TOKEN_TTL + CACHE_TTL,
+        );
         let signed = HeaderValue::from_str(&signed)
             .map_err(|_| BearerError::Unavailable("identity token encoding".into()))?;
         let exp = claims.get("exp").and_then(serde_json::Value::as_u64);
-        inner.remember(cache_key, signed.clone(), exp);
-        Ok(signed)
+        Ok((signed, identity.id, exp))
     }
 }
 
 impl Inner {
-    fn cache_key(&self, token: &str) -> [u8; 32] {
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.cache_key)
-            .unwrap_or_else(|_| hmac::Hmac::<sha2::Sha256>::new(&Default::default()));
-        mac.update(token.as_bytes());
-        mac.finalize().into_bytes().into()
-    }
-
-    fn cached(&self, key: &[u8; 32]) -> Option<HeaderValue> {
-        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache
-            .get(key)
-            .filter(|c| c.until > Instant::now())
-            .map(|c| c.token.clone())
-    }
-
-    fn remember(&self, key: [u8; 32], token: HeaderValue, exp: Option<u64>) {
-        let now = Instant::now();
-        let left = exp.map_or(Duration::ZERO, |exp| {
-            Duration::from_secs(exp.saturating_sub(unix_now()))
-        });
-        let until = now + left.min(CACHE_TTL);
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= CACHE_MAX {
-            cache.retain(|_, c| c.until > now);
-        }
-        cache.insert(key, Cached { token, until });
-    }
-
     /// The key for a token's `kid` and `alg`, and the issuer its `iss` must name. A token
     /// without `kid` is accepted only when exactly one key fits its algorithm.
     fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<(DecodingKey, String)> {
@@ -459,26 +505,33 @@ impl Inner {
                 "no arca user {username:?} and provisioning is off"
             )));
         }
-        // The user logs in through the provider only; this password is never shown to anyone
-        // and only exists because every arca user has one.
+        // No password: the user logs in through the provider only (storage-system stores
+        // none for users a service creates, and computes no hash).
         let created = self
-            .call(
+            .provisioning
+            .run(self.call(
                 |mut c, r| async move { c.create_user(r).await },
                 CreateUserRequest {
                     username: username.to_owned(),
                     display_name: name.to_owned(),
                     mail: email.to_owned(),
-                    password: arca_config::generate_secret(32),
+                    password: String::new(),
                     admin: false,
                 },
-            )
+            ))
             .await;
+        let result = match &created {
+            Ok(_) => "provisioned",
+            Err(status) if ErrorKind::of(status) == ErrorKind::AlreadyExists => "joined",
+            Err(_) => "failed",
+        };
+        arca_runtime::limit::count_provisioning("user", result);
         match created {
             Ok(user) => {
                 tracing::info!(user = %user.username, id = %user.id, "provisioned a user from OIDC claims");
                 Ok(user)
             }
-            // Another request (or proxy) created it first.
+            // Another proxy created it first.
             Err(status) if ErrorKind::of(&status) == ErrorKind::AlreadyExists => self
                 .call(
                     |mut c, r| async move { c.get_user(r).await },

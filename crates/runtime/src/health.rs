@@ -69,7 +69,7 @@ impl Health {
         entry.phase = Some(Phase::Starting);
         entry.deps = deps
             .iter()
-            .map(|d| (*d, Some("not checked yet".to_owned())))
+            .map(|d| (*d, Some(NOT_CHECKED.to_owned())))
             .collect();
         metrics::gauge!("arca_service_ready", "service" => name).set(0.0);
     }
@@ -202,6 +202,9 @@ fn entry_ready(e: &Entry, draining: bool) -> bool {
         && e.deps.values().all(Option::is_none)
 }
 
+/// A dependency's error slot before its first probe has answered.
+const NOT_CHECKED: &str = "not checked yet";
+
 fn describe(e: &Entry, draining: bool) -> (&'static str, Option<String>) {
     match e.phase {
         Some(Phase::Failed) => return ("failed", e.blocker.clone()),
@@ -220,7 +223,12 @@ fn describe(e: &Entry, draining: bool) -> (&'static str, Option<String>) {
     } else if !e.bound {
         "listeners not bound yet".to_owned()
     } else if let Some((dep, Some(err))) = e.deps.iter().find(|(_, err)| err.is_some()) {
-        format!("dependency {dep} unreachable: {err}")
+        // Not "unreachable" before the first probe has answered: nobody knows that yet.
+        if err == NOT_CHECKED {
+            format!("dependency {dep} {NOT_CHECKED}")
+        } else {
+            format!("dependency {dep} unreachable: {err}")
+        }
     } else {
         "starting".to_owned()
     };

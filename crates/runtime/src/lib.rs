@@ -2,14 +2,16 @@
 //! trait every service implements, the per-process debug server and telemetry setup.
 //!
 //! Main types: [`Service`] and its [`Context`], [`Supervisor`] and its [`Outcome`], [`Health`]
-//! (what `/readyz` reports), [`Leases`] (one holder per background job), [`debug::spawn`] and
-//! [`telemetry::init`].
+//! (what `/readyz` reports), [`Leases`] (one holder per background job), [`Limiter`] and
+//! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]),
+//! [`debug::spawn`] and [`telemetry::init`].
 
 pub mod debug;
 pub mod events;
 mod health;
 mod layers;
 mod lease;
+pub mod limit;
 mod service;
 mod supervisor;
 pub mod telemetry;
@@ -18,6 +20,7 @@ mod token;
 pub use health::{Health, Report};
 pub use layers::{Caller, caller};
 pub use lease::{Lease, LeaseGuard, Leases};
+pub use limit::{Flight, Limiter, Limits, SingleFlight};
 pub use service::{Context, Service, ServiceError};
 pub use supervisor::{Outcome, StartError, Supervisor};
 pub use token::{IDENTITY_PURPOSE, Identity, TokenError, TokenSigner};

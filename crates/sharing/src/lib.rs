@@ -69,8 +69,11 @@ impl Service for Sharing {
                 ),
                 decoy: Arc::from(api::hash_password(arca_config::generate_secret(16)).await?),
             };
+            // The audit trail, read as group "sharing": once per event however many
+            // sharing replicas run.
             ctx.spawn(arca_runtime::events::log_events(
                 self.bus.as_ref(),
+                "sharing",
                 ctx.shutdown(),
             ));
             let router = tonic::service::Routes::new(SharingServer::new(api)).into_axum_router();

@@ -64,6 +64,7 @@ fn message(u: &StoredUser) -> User {
         groups: Vec::new(),
         credential_version: u.credential_version,
         credential_expires: 0,
+        app_token: false,
     }
 }
 
@@ -87,6 +88,9 @@ fn token_message(t: &StoredToken) -> AppToken {
         expires: t.expires.map_or(0, epoch_secs),
     }
 }
+
+/// The stored hash of a user who has no password (not a PHC string, so it never verifies).
+pub(crate) const NO_PASSWORD: &str = "!";
 
 /// argon2id with the crate's defaults (RFC 9106's second recommended profile scaled down:
 /// 19 MiB, 2 passes), run on a blocking thread: it is deliberately slow.
@@ -181,9 +185,17 @@ impl Users for UsersApi {
                 if let Some(token) = apptokens::find(&tokens, &r.password) {
                     let mut m = self.with_groups(&user).await?;
                     m.credential_expires = token.expires.map_or(0, epoch_secs);
+                    m.app_token = true;
                     return Ok(Response::new(m));
                 }
-                if verify_password(r.password, user.password_hash.clone()).await {
+                // A user without a password is checked against the decoy (same time as a
+                // wrong password) and refused whatever was sent.
+                let has_password = user.password_hash != NO_PASSWORD;
+                let hash = match has_password {
+                    true => user.password_hash.clone(),
+                    false => self.decoy.to_string(),
+                };
+                if verify_password(r.password, hash).await && has_password {
                     Ok(Response::new(self.with_groups(&user).await?))
                 } else {
                     Err(refused())
@@ -219,15 +231,24 @@ impl Users for UsersApi {
     }
 
     async fn create_user(&self, req: Request<CreateUserRequest>) -> Answer<User> {
+        let by_service = !arca_proto::principals::is_user(&caller(&req)?.id);
         require_admin(caller(&req)?, "create users")?;
         let r = req.into_inner();
         if !valid_username(&r.username) {
             return Err(ErrorKind::InvalidArgument.status(USERNAME_RULE));
         }
-        if r.password.is_empty() {
-            return Err(ErrorKind::InvalidArgument.status("a password is required"));
-        }
-        let hash = hash_password(r.password).await?;
+        // A service may create a user without a password: the proxy provisioning a user from
+        // OIDC claims, who logs in through the identity provider only. No hash is computed
+        // for a secret nobody would know (argon2id costs 19 MiB and tens of ms: a burst of
+        // first logins would be a burst of those) and no password is ever accepted for it.
+        // People creating users must give one.
+        let hash = match (r.password.is_empty(), by_service) {
+            (true, true) => NO_PASSWORD.to_owned(),
+            (true, false) => {
+                return Err(ErrorKind::InvalidArgument.status("a password is required"));
+            }
+            (false, _) => hash_password(r.password).await?,
+        };
         let display = if r.display_name.is_empty() {
             r.username.clone()
         } else {

@@ -111,6 +111,50 @@ impl Access {
     }
 }
 
+/// The caller may create but neither read nor update here: an upload-only link. Such a
+/// caller must learn nothing about what the folder holds, so its uploads never replace a file
+/// and never say one exists ([`free_name`]).
+pub(crate) fn blind(perm: &Perm) -> bool {
+    !perm.owner && perm.here & (READ | UPDATE) == 0
+}
+
+/// Attempts at a free name before giving up (a folder with that many `name (n)` files).
+const MAX_FREE_NAME_TRIES: u32 = 1000;
+
+/// `name (n).ext` for `n` = 1 (the name itself), 2, 3…: as oCIS renames uploads into a file
+/// drop. The extension is what follows the last dot, unless that dot starts the name.
+fn numbered(name: &str, n: u32) -> String {
+    if n <= 1 {
+        return name.to_owned();
+    }
+    match name.rfind('.') {
+        Some(dot) if dot > 0 => format!("{} ({n}){}", &name[..dot], &name[dot..]),
+        _ => format!("{name} ({n})"),
+    }
+}
+
+/// The first name of `path`'s [`numbered`] series not taken in directory `parent_id`, and
+/// the path it gives: (name, path).
+pub(crate) async fn free_name(
+    store: &arca_store::Store,
+    parent_id: &str,
+    path: &str,
+) -> Result<(String, String), Status> {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    for n in 2..=MAX_FREE_NAME_TRIES {
+        let candidate = numbered(name, n);
+        match store.child(parent_id, &candidate).await {
+            Ok(_) => {}
+            Err(arca_store::StoreError::NotFound) => {
+                let path = format!("{dir}/{candidate}");
+                return Ok((candidate, path));
+            }
+            Err(e) => return Err(status(e)),
+        }
+    }
+    Err(ErrorKind::Conflict.status("no free name for the upload"))
+}
+
 /// `path` is strictly below `root` (segment-wise: `/a/bc` is not below `/a/b`).
 fn is_below(path: &str, root: &str) -> bool {
     if root == "/" {
@@ -195,6 +239,20 @@ mod tests {
         let a = Access::Shared(vec![("/a".into(), READ), ("/a/b".into(), READ | UPDATE)]);
         assert_eq!(a.at("/a/b/c").unwrap().here, READ | UPDATE);
         assert_eq!(a.at("/a/c").unwrap().here, READ);
+    }
+
+    #[test]
+    fn drop_uploads_get_numbered_names() {
+        assert_eq!(numbered("a.txt", 1), "a.txt");
+        assert_eq!(numbered("a.txt", 2), "a (2).txt");
+        assert_eq!(numbered("a.tar.gz", 3), "a.tar (3).gz");
+        assert_eq!(numbered(".bashrc", 2), ".bashrc (2)");
+        assert_eq!(numbered("README", 2), "README (2)");
+        let drop_box = Access::Shared(vec![("/in".into(), CREATE)]);
+        assert!(blind(&drop_box.at("/in/x").unwrap()));
+        let editor = Access::Shared(vec![("/in".into(), 15)]);
+        assert!(!blind(&editor.at("/in/x").unwrap()));
+        assert!(!blind(&Perm::OWNER));
     }
 
     #[test]

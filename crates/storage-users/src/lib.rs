@@ -10,6 +10,7 @@
 mod convert;
 mod data;
 mod grants;
+mod homes;
 mod provider;
 mod uploads;
 
@@ -26,6 +27,14 @@ const GC_INTERVAL: Duration = Duration::from_secs(600);
 const GC_MIN_AGE: Duration = Duration::from_secs(3600);
 /// Lifetime of a resumable upload when the config does not say (`storage-users.uploads`).
 const DEFAULT_UPLOAD_EXPIRATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Bounds on creating personal spaces when the config has none (it always has for
+/// storage-users; the defaults of `storage-users.provisioning`).
+const DEFAULT_PROVISIONING: arca_runtime::Limits = arca_runtime::Limits {
+    concurrency: 8,
+    rate: 100,
+    burst: 200,
+};
 
 /// The leader lease of the orphan collection: with several instances sharing one database,
 /// one collects at a time. (Two would not corrupt anything, since each blob row is claimed by
@@ -98,6 +107,13 @@ impl Service for StorageUsers {
                 grants: grants::Grants {
                     sharing: ctx.channel("sharing"),
                 },
+                homes: homes::Homes::new(
+                    store.clone(),
+                    section
+                        .provisioning
+                        .as_ref()
+                        .map_or(DEFAULT_PROVISIONING, Into::into),
+                ),
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();

@@ -57,6 +57,8 @@ pub(crate) struct Provider {
     pub(crate) uploads: crate::uploads::Uploads,
     /// What callers who do not own a space may do in it (asks the sharing service).
     pub(crate) grants: grants::Grants,
+    /// Personal spaces, created at first use within `storage-users.provisioning`.
+    pub(crate) homes: crate::homes::Homes,
 }
 
 /// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
@@ -193,7 +195,7 @@ impl Provider {
             if !principals::is_user(&who.id) {
                 return Err(ErrorKind::NotFound.status("no such space"));
             }
-            let space = self.store.personal_space(&who.id).await.map_err(status)?;
+            let space = self.homes.get(&who.id).await?;
             return Ok((space, Access::Owner));
         }
         let not_found = || ErrorKind::NotFound.status("no such space");
@@ -255,6 +257,20 @@ impl Provider {
             let path = self.store.path_of(node_id).await.map_err(status)?;
             let perm = access.at(&path).ok_or_else(not_found)?;
             return Ok((space, node, path, perm));
+        }
+        if r.space_id.is_empty() && principals::is_user(&who.id) {
+            // The caller's own home, where a client's plain paths point: its owner may do
+            // everything there, so space and node come in one round trip. A miss takes the
+            // general way below, which creates a missing home and tells what is missing.
+            let path = join(&segments(&r.path)?);
+            if let Some((space, node)) = self
+                .store
+                .resolve_personal(&who.id, &path)
+                .await
+                .map_err(status)?
+            {
+                return Ok((space, node, path, grants::Perm::OWNER));
+            }
         }
         let (space, access) = self.space_access(who, &r.space_id).await?;
         let segs = segments(&r.path)?;
@@ -365,7 +381,7 @@ impl Storage for Provider {
         if !principals::is_user(&who.id) {
             return Err(ErrorKind::NotFound.status("no home space"));
         }
-        let space = self.store.personal_space(&who.id).await.map_err(status)?;
+        let space = self.homes.get(&who.id).await?;
         Ok(Response::new(convert::space(self.name, &space)))
     }
 
@@ -384,7 +400,7 @@ impl Storage for Provider {
             return Ok(Response::new(ListSpacesResponse::default()));
         }
         // Creating the personal space here too: a client listing drives must find its own.
-        self.store.personal_space(&who.id).await.map_err(status)?;
+        self.homes.get(&who.id).await?;
         let spaces = self.visible_spaces(who, req.get_ref().all).await?;
         let mut out = Vec::with_capacity(spaces.len());
         for s in &spaces {
@@ -813,10 +829,16 @@ impl Storage for Provider {
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, parent, name, path, perm) =
+        let (space, parent, mut name, mut path, perm) =
             self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
         arca_store::validate_name(&name).map_err(status)?;
-        let found = self.store.child(&parent.id, &name).await;
+        let mut found = self.store.child(&parent.id, &name).await;
+        // Upload-only: a taken name is neither replaced nor revealed (grants::free_name).
+        let blind = grants::blind(&perm);
+        if blind && found.is_ok() {
+            (name, path) = grants::free_name(&self.store, &parent.id, &path).await?;
+            found = Err(arca_store::StoreError::NotFound);
+        }
         // Replacing is an update, a new file a create (all an upload-only link may do).
         perm.need(if found.is_ok() {
             grants::UPDATE
@@ -863,7 +885,8 @@ impl Storage for Provider {
             path,
             owner: space.owner.clone(),
             if_match: r.if_match.clone(),
-            if_none_match_any: r.if_none_match_any,
+            // A blind upload never replaces what a racing one just created.
+            if_none_match_any: r.if_none_match_any || blind,
             mtime_ns: r.mtime_ns,
             length: r.length,
             checksum: r.checksum.clone(),

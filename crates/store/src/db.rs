@@ -123,6 +123,11 @@ fn migrator(dialect: Dialect) -> Migrator {
 pub(crate) struct Db {
     pub(crate) pool: AnyPool,
     pub(crate) dialect: Dialect,
+    /// `arca_db_operations_total{store,op}`: connections taken for reading and write
+    /// transactions begun — the units of work this process asks of the database. Handles made
+    /// once, so counting costs an atomic add.
+    reads: metrics::Counter,
+    writes: metrics::Counter,
     /// SQLite has one writer at a time. Letting write transactions race for it makes the losers
     /// sleep in SQLite's busy handler (1, 2, 5, 10 … 100 ms steps), which wrecks latency under
     /// load; queueing them on an async mutex hands the lock over at once and in order.
@@ -131,7 +136,12 @@ pub(crate) struct Db {
 }
 
 impl Db {
-    pub(crate) async fn open(url: &str, max_connections: Option<u32>) -> Result<Self, StoreError> {
+    /// `name` labels the metrics (`store="NAME"`).
+    pub(crate) async fn open(
+        url: &str,
+        max_connections: Option<u32>,
+        name: &str,
+    ) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = Dialect::of_url(url)?;
         let mut options = AnyPoolOptions::new();
@@ -139,6 +149,10 @@ impl Db {
             Dialect::Sqlite => {
                 options = options
                     .max_connections(max_connections.unwrap_or(8))
+                    // A pooled SQLite connection is a file handle in this process: it cannot
+                    // go stale as a socket can, and the default ping before every acquire is
+                    // one more round trip to the connection's worker thread on every query.
+                    .test_before_acquire(false)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             for pragma in SQLITE_PRAGMAS {
@@ -154,17 +168,30 @@ impl Db {
         }
         let pool = options.connect(url).await?;
         migrator(dialect).run(&pool).await?;
+        let ops = |op: &'static str| {
+            let labels = [("store", name.to_owned()), ("op", op.to_owned())];
+            metrics::counter!("arca_db_operations_total", &labels)
+        };
         Ok(Db {
             pool,
             dialect,
+            reads: ops("read"),
+            writes: ops("write"),
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
         })
+    }
+
+    /// A pooled connection for reading.
+    pub(crate) async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
+        self.reads.increment(1);
+        Ok(self.pool.acquire().await?)
     }
 
     /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction that
     /// reads first and writes later fails with SQLITE_BUSY when another writer committed in
     /// between, instead of waiting.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        self.writes.increment(1);
         let guard = match &self.write_lock {
             Some(lock) => Some(Arc::clone(lock).lock_owned().await),
             None => None,
@@ -216,29 +243,34 @@ macro_rules! node_cols {
 pub(crate) use node_cols;
 
 pub(crate) fn node_from_row(row: &AnyRow) -> Result<Node, StoreError> {
-    let kind: i64 = row.try_get(4)?;
+    node_from_row_at(row, 0)
+}
+
+/// [`node_from_row`] for node columns that start at column `base` (after others in a join).
+pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreError> {
+    let kind: i64 = row.try_get(base + 4)?;
     let kind =
         NodeKind::from_db(kind).ok_or_else(|| StoreError::Corrupt(format!("node kind {kind}")))?;
-    let size: i64 = row.try_get(5)?;
-    let sha1: Option<String> = row.try_get(9)?;
-    let md5: Option<String> = row.try_get(10)?;
-    let adler32: Option<String> = row.try_get(11)?;
+    let size: i64 = row.try_get(base + 5)?;
+    let sha1: Option<String> = row.try_get(base + 9)?;
+    let md5: Option<String> = row.try_get(base + 10)?;
+    let adler32: Option<String> = row.try_get(base + 11)?;
     let checksums = match (sha1, md5, adler32) {
         (Some(sha1), Some(md5), Some(adler32)) => Some(Checksums { sha1, md5, adler32 }),
         _ => None,
     };
     Ok(Node {
-        id: row.try_get(0)?,
-        space_id: row.try_get(1)?,
-        parent_id: row.try_get(2)?,
-        name: row.try_get(3)?,
+        id: row.try_get(base)?,
+        space_id: row.try_get(base + 1)?,
+        parent_id: row.try_get(base + 2)?,
+        name: row.try_get(base + 3)?,
         kind,
         size: u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("node size {size}")))?,
-        mtime: from_ns(row.try_get(6)?),
-        etag: row.try_get(7)?,
-        blob_id: row.try_get(8)?,
+        mtime: from_ns(row.try_get(base + 6)?),
+        etag: row.try_get(base + 7)?,
+        blob_id: row.try_get(base + 8)?,
         checksums,
-        created: from_ns(row.try_get(12)?),
+        created: from_ns(row.try_get(base + 12)?),
     })
 }
 
@@ -285,7 +317,7 @@ mod tests {
     async fn sqlite_pragmas_on_every_connection() {
         let tmp = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
-        let db = Db::open(&url, Some(3)).await.unwrap();
+        let db = Db::open(&url, Some(3), "test").await.unwrap();
         let mut conns = Vec::new();
         for _ in 0..3 {
             conns.push(db.pool.acquire().await.unwrap());

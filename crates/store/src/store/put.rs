@@ -173,7 +173,7 @@ impl Store {
                 if allowance.is_some_and(|a| size > a) {
                     return Err(StoreError::QuotaExceeded);
                 }
-                hasher.update(&chunk);
+                hasher.update(&chunk).await;
                 writer.write(chunk).await?;
             }
             if let Some(expected) = opts.content_length
@@ -191,7 +191,13 @@ impl Store {
             writer.abort().await;
             return Err(e);
         }
-        let checksums = hasher.finish();
+        let checksums = match hasher.finish().await {
+            Ok(c) => c,
+            Err(e) => {
+                writer.abort().await;
+                return Err(e.into());
+            }
+        };
         if let Some((algo, expected)) = &opts.expected_checksum {
             let actual = checksums.get(*algo);
             if !actual.eq_ignore_ascii_case(expected.trim()) {

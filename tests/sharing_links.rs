@@ -1,0 +1,403 @@
+//! Public links beyond reading: COPY and MOVE inside a read-write link and never out of it,
+//! upload-only links ("file drop") that neither reveal nor overwrite what the folder holds,
+//! and link changes (narrowed, password added, removed) reaching the very next request of an
+//! open connection. Through the single binary, anonymous requests only.
+
+mod sharing_env;
+
+use anyhow::Context as _;
+use arca_tests::TempDir;
+use sharing_env::*;
+
+/// `Destination` as an absolute URL on the server the request went to.
+fn dest(env: &Env, path: &str) -> String {
+    format!("http://{}{path}", env.addr())
+}
+
+async fn copy_or_move(
+    env: &Env,
+    method: &str,
+    from: &str,
+    to: &str,
+) -> anyhow::Result<arca_tests::HttpResponse> {
+    anon(env, method, from, &[("destination", &dest(env, to))], "").await
+}
+
+/// alice's file, as she reads it: (status, body).
+async fn owner_reads(env: &Env, path: &str) -> anyhow::Result<(u16, String)> {
+    let r = env
+        .req("alice", "GET", &files("alice", path), &[], "")
+        .await?;
+    Ok((r.status, r.text()))
+}
+
+#[tokio::test]
+async fn read_write_link_copies_and_moves_inside_only() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    for folder in ["/Pub", "/Other"] {
+        let r = env
+            .req("alice", "MKCOL", &files("alice", folder), &[], "")
+            .await?;
+        assert_eq!(r.status, 201);
+    }
+    for (path, body) in [
+        ("/Pub/p.txt", "public"),
+        ("/Private.txt", "private"),
+        ("/Other/o.txt", "other"),
+    ] {
+        assert_eq!(env.put("alice", &files("alice", path), body).await?, 201);
+    }
+    let (rw, _) = link(&env, "path=%2FPub&shareType=3&permissions=15").await?;
+    let (other, _) = link(&env, "path=%2FOther&shareType=3&permissions=15").await?;
+    let (ro, _) = link(&env, "path=%2FPub&shareType=3&permissions=1").await?;
+    let (file_link, _) = link(&env, "path=%2FPrivate.txt&shareType=3&permissions=3").await?;
+    let root = format!("/dav/public-files/{rw}");
+
+    // Inside the link: COPY, MOVE into a subfolder, and the other public-files root naming
+    // the same link.
+    let r = copy_or_move(
+        &env,
+        "COPY",
+        &format!("{root}/p.txt"),
+        &format!("{root}/copy.txt"),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "COPY inside: {}", r.text());
+    assert_eq!(
+        anon(&env, "MKCOL", &format!("{root}/sub"), &[], "")
+            .await?
+            .status,
+        201
+    );
+    let r = copy_or_move(
+        &env,
+        "MOVE",
+        &format!("{root}/copy.txt"),
+        &format!("/remote.php/dav/public-files/{rw}/sub/moved.txt"),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "MOVE inside: {}", r.text());
+    assert_eq!(
+        owner_reads(&env, "/Pub/sub/moved.txt").await?,
+        (200, "public".to_owned())
+    );
+    assert_eq!(owner_reads(&env, "/Pub/copy.txt").await?.0, 404);
+    // Overwrite: F onto an existing member is 412, as anywhere else.
+    let r = anon(
+        &env,
+        "COPY",
+        &format!("{root}/p.txt"),
+        &[
+            ("destination", &dest(&env, &format!("{root}/sub/moved.txt"))),
+            ("overwrite", "F"),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 412, "{}", r.text());
+
+    // Out of the link: into the owner's home, another link of hers, her space by id, another
+    // server, or up with `..`: refused, and nothing lands anywhere.
+    let space = prop(&env, "alice", &files("alice", "/Pub"), "oc:spaceid").await?;
+    for (method, to, want) in [
+        ("COPY", files("alice", "/stolen.txt"), 403),
+        ("MOVE", files("alice", "/stolen.txt"), 403),
+        ("COPY", format!("/dav/public-files/{other}/stolen.txt"), 403),
+        ("MOVE", format!("/dav/public-files/{other}/stolen.txt"), 403),
+        ("COPY", format!("/dav/spaces/{space}/stolen.txt"), 403),
+        ("COPY", format!("/dav/public-files/{ro}/stolen.txt"), 403),
+        ("COPY", format!("{root}/../stolen.txt"), 400),
+        ("MOVE", format!("{root}/%2e%2e/stolen.txt"), 400),
+    ] {
+        let r = copy_or_move(&env, method, &format!("{root}/p.txt"), &to).await?;
+        assert_eq!(r.status, want, "{method} to {to}: {}", r.text());
+    }
+    let r = anon(
+        &env,
+        "COPY",
+        &format!("{root}/p.txt"),
+        &[("destination", "http://elsewhere.example/x.txt")],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 502, "another server");
+    // The link's own folder is not moved away, nor copied onto itself.
+    let r = copy_or_move(&env, "MOVE", &format!("{root}/"), &format!("{root}/sub/x")).await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    // A sibling is not pulled in either: outside the link nothing exists.
+    let r = copy_or_move(
+        &env,
+        "COPY",
+        &format!("{root}/../Private.txt"),
+        &format!("{root}/pulled.txt"),
+    )
+    .await?;
+    assert!(matches!(r.status, 400 | 404), "{}", r.status);
+    assert_eq!(owner_reads(&env, "/stolen.txt").await?.0, 404);
+    assert_eq!(owner_reads(&env, "/Pub/pulled.txt").await?.0, 404);
+    let r = anon(
+        &env,
+        "PROPFIND",
+        &format!("/dav/public-files/{other}/"),
+        &[("depth", "1")],
+        "",
+    )
+    .await?;
+    assert!(!r.text().contains("stolen"), "{}", r.text());
+
+    // A read-only link copies nothing; a file link has nowhere inside to copy to.
+    let r = copy_or_move(
+        &env,
+        "COPY",
+        &format!("/dav/public-files/{ro}/p.txt"),
+        &format!("/dav/public-files/{ro}/c.txt"),
+    )
+    .await?;
+    assert_eq!(r.status, 403, "read-only: {}", r.text());
+    let r = copy_or_move(
+        &env,
+        "COPY",
+        &format!("/dav/public-files/{file_link}"),
+        &format!("/dav/public-files/{file_link}/c.txt"),
+    )
+    .await?;
+    assert_eq!(r.status, 403, "file link: {}", r.text());
+
+    // The victims are intact.
+    assert_eq!(
+        owner_reads(&env, "/Private.txt").await?,
+        (200, "private".to_owned())
+    );
+    assert_eq!(
+        owner_reads(&env, "/Other/o.txt").await?,
+        (200, "other".to_owned())
+    );
+    assert_eq!(
+        owner_reads(&env, "/Pub/p.txt").await?,
+        (200, "public".to_owned())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn upload_only_link_neither_reveals_nor_overwrites() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    assert_eq!(
+        env.req("alice", "MKCOL", &files("alice", "/Drop"), &[], "")
+            .await?
+            .status,
+        201
+    );
+    assert_eq!(
+        env.put("alice", &files("alice", "/Drop/report.pdf"), "alice's")
+            .await?,
+        201
+    );
+    let (drop, _) = link(&env, "path=%2FDrop&shareType=3&permissions=4").await?;
+    let root = format!("/remote.php/dav/public-files/{drop}");
+
+    // A PUT onto a taken name answers exactly as onto a free one and lands beside it, under
+    // the next free "name (n).ext", as oCIS does; the owner's file is untouched.
+    let fresh = anon(&env, "PUT", &format!("{root}/fresh.pdf"), &[], "one").await?;
+    assert_eq!(fresh.status, 201, "{}", fresh.text());
+    let taken = anon(&env, "PUT", &format!("{root}/report.pdf"), &[], "two").await?;
+    assert_eq!(taken.status, 201, "{}", taken.text());
+    let again = anon(
+        &env,
+        "PUT",
+        &format!("{root}/report.pdf"),
+        &[("if-none-match", "*")],
+        "three",
+    )
+    .await?;
+    assert_eq!(
+        again.status,
+        201,
+        "If-None-Match is no oracle: {}",
+        again.text()
+    );
+    // The same headers either way (what differs are the new file's own ids).
+    let names = |r: &arca_tests::HttpResponse| {
+        let mut n: Vec<String> = r.headers.keys().map(|k| k.as_str().to_owned()).collect();
+        n.sort();
+        n.retain(|h| h != "date");
+        n
+    };
+    assert_eq!(names(&fresh), names(&taken));
+    for (path, body) in [
+        ("/Drop/report.pdf", "alice's"),
+        ("/Drop/report%20(2).pdf", "two"),
+        ("/Drop/report%20(3).pdf", "three"),
+        ("/Drop/fresh.pdf", "one"),
+    ] {
+        assert_eq!(
+            owner_reads(&env, path).await?,
+            (200, body.to_owned()),
+            "{path}"
+        );
+    }
+    // Folders to upload into.
+    assert_eq!(
+        anon(&env, "MKCOL", &format!("{root}/batch"), &[], "")
+            .await?
+            .status,
+        201
+    );
+    assert_eq!(
+        anon(&env, "PUT", &format!("{root}/batch/a.txt"), &[], "a")
+            .await?
+            .status,
+        201
+    );
+
+    // Nothing else, and the same 403 whether the name exists or not.
+    for name in ["report.pdf", "missing.pdf"] {
+        let path = format!("{root}/{name}");
+        let to = dest(&env, &format!("{root}/x.pdf"));
+        for (method, headers) in [
+            ("GET", vec![]),
+            ("HEAD", vec![]),
+            ("PROPFIND", vec![("depth", "0")]),
+            ("DELETE", vec![]),
+            ("PROPPATCH", vec![]),
+            ("LOCK", vec![]),
+            ("COPY", vec![("destination", to.as_str())]),
+            ("MOVE", vec![("destination", to.as_str())]),
+        ] {
+            let r = anon(&env, method, &path, &headers, "").await?;
+            assert_eq!(r.status, 403, "{method} {name}: {}", r.text());
+        }
+    }
+    let r = anon(&env, "PROPFIND", &format!("{root}/"), &[("depth", "1")], "").await?;
+    assert_eq!(r.status, 403);
+    assert!(!r.text().contains("report"), "{}", r.text());
+    let page = anon(&env, "GET", &format!("/s/{drop}"), &[], "").await?;
+    assert_eq!(page.status, 200);
+    assert!(!page.text().contains("report"), "{}", page.text());
+    assert_eq!(
+        owner_reads(&env, "/Drop/report.pdf").await?,
+        (200, "alice's".to_owned()),
+        "still there after the DELETE and MOVE attempts"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn link_changes_reach_the_next_request_of_an_open_connection() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    assert_eq!(
+        env.req("alice", "MKCOL", &files("alice", "/Pub"), &[], "")
+            .await?
+            .status,
+        201
+    );
+    assert_eq!(
+        env.put("alice", &files("alice", "/Pub/p.txt"), "public")
+            .await?,
+        201
+    );
+    let (token, id) = link(&env, "path=%2FPub&shareType=3&permissions=15").await?;
+    let root = format!("/dav/public-files/{token}");
+    let mut conn = Conn::open(env.addr()).await?;
+    let r = conn
+        .send("PUT", &format!("{root}/w1.txt"), &[], "one")
+        .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+
+    // Narrowed to read-only: the next write on the same connection is refused.
+    let (status, v) = env
+        .ocs("alice", "PUT", &format!("/shares/{id}"), "permissions=1")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    let r = conn
+        .send("PUT", &format!("{root}/w2.txt"), &[], "two")
+        .await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = conn.send("GET", &format!("{root}/p.txt"), &[], "").await?;
+    assert_eq!((r.status, r.text().as_str()), (200, "public"));
+
+    // A password added: the next request without it is challenged, with it served.
+    let (status, v) = env
+        .ocs("alice", "PUT", &format!("/shares/{id}"), "password=n3w")
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["ocs"]["data"]["share_with"], "***redacted***", "{v}");
+    let r = conn.send("GET", &format!("{root}/p.txt"), &[], "").await?;
+    assert_eq!(r.status, 401);
+    let auth = basic("public", "n3w");
+    let r = conn
+        .send(
+            "GET",
+            &format!("{root}/p.txt"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await?;
+    assert_eq!(r.status, 200);
+
+    // Removed: gone on the next request.
+    let (status, _) = env
+        .ocs("alice", "DELETE", &format!("/shares/{id}"), "")
+        .await?;
+    assert_eq!(status, 200);
+    let r = conn
+        .send(
+            "GET",
+            &format!("{root}/p.txt"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await?;
+    assert_eq!(r.status, 404);
+    assert_eq!(owner_reads(&env, "/Pub/w2.txt").await?.0, 404);
+    assert_eq!(
+        owner_reads(&env, "/Pub/w1.txt").await?,
+        (200, "one".to_owned())
+    );
+
+    // Every opening was published: link.accessed with the share's id, the link as actor,
+    // an event id and a time.
+    let link_accessed = || -> Vec<serde_json::Value> {
+        env.server
+            .proc
+            .events_with("event")
+            .into_iter()
+            .filter(|e| e["fields"]["kind"] == "link.accessed")
+            .collect()
+    };
+    // The events logger runs beside the requests: wait for the four openings that succeeded
+    // (two PUTs, two GETs) before the password was needed.
+    let opened = arca_tests::eventually(
+        std::time::Duration::from_secs(5),
+        "four link.accessed events",
+        || {
+            let found = link_accessed();
+            async move { Ok((found.len() >= 4).then_some(found)) }
+        },
+    )
+    .await?;
+    for e in &opened {
+        let attrs: serde_json::Value =
+            serde_json::from_str(e["fields"]["attrs"].as_str().context("attrs")?)?;
+        assert_eq!(attrs["share_id"], id.as_str(), "{e}");
+        assert_eq!(attrs["share_type"], "3", "{e}");
+        assert_eq!(e["fields"]["actor"], format!("public:{id}").as_str(), "{e}");
+        assert!(
+            e["fields"]["id"].as_str().is_some_and(|i| i.len() == 32),
+            "{e}"
+        );
+        assert!(
+            e["fields"]["at_ms"]
+                .as_u64()
+                .is_some_and(|t| t / 1000 + 60 > now_secs()),
+            "{e}"
+        );
+    }
+    Ok(())
+}
