@@ -297,7 +297,19 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(put.status, 201, "{}", put.text());
-    let got = send(&a.public, "GET", "/remote.php/webdav/split.txt", &auth, "").await?;
+    // The client starts the trace (W3C traceparent), so the test knows its id without
+    // reading it back from a log line the proxy may not have written yet.
+    let trace = "5a11b2c3d4e5f60718293a4b5c6d7e8f";
+    let traceparent = format!("00-{trace}-0123456789abcdef-01");
+    let traced = [auth[0], ("traceparent", traceparent.as_str())];
+    let got = send(
+        &a.public,
+        "GET",
+        "/remote.php/webdav/split.txt",
+        &traced,
+        "",
+    )
+    .await?;
     assert_eq!((got.status, got.text().as_str()), (200, "across"));
 
     // One trace joins every hop of that GET, in both processes and over every transport.
@@ -309,23 +321,16 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
                 .as_str()
                 .is_some_and(|r| r.starts_with(route))
     };
-    let proxy = a
-        .proc
-        .events()
-        .into_iter()
-        .rev()
-        .find(|e| handled(e, "proxy", ""))
-        .ok_or_else(|| anyhow::anyhow!("no proxy GET in A's log"))?;
-    let trace = proxy["span"]["trace_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(trace.len(), 32, "{proxy}");
+    a.proc
+        .wait_event(WITHIN, &format!("proxy GET in trace {trace}"), |e| {
+            handled(e, "proxy", "") && e["span"]["trace_id"] == trace
+        })
+        .await?;
     b.proc
         .wait_event(
             WITHIN,
             &format!("storage-users data GET in trace {trace}"),
-            |e| handled(e, "storage-users", "/data/") && e["span"]["trace_id"] == trace.as_str(),
+            |e| handled(e, "storage-users", "/data/") && e["span"]["trace_id"] == trace,
         )
         .await?;
     b.proc
@@ -336,7 +341,7 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
                 e["fields"]["message"] == "handled"
                     && e["span"]["service"] == "gateway"
                     && e["span"]["route"] == "/arca.v1.Storage/InitiateDownload"
-                    && e["span"]["trace_id"] == trace.as_str()
+                    && e["span"]["trace_id"] == trace
             },
         )
         .await?;

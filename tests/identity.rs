@@ -830,3 +830,65 @@ async fn an_app_token_cannot_create_list_or_delete_app_tokens() -> anyhow::Resul
     assert_eq!(me(public, with_token).await, 200);
     Ok(())
 }
+
+#[tokio::test]
+async fn with_basic_off_passwords_are_refused_and_app_tokens_still_work() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let mut server = start(&dir).await?;
+    create_user(&server.public, "erin", "erin-pass").await?;
+    let created = call(
+        &server.public,
+        "POST",
+        "/auth-app/tokens?expiry=1h&label=sync",
+        ("erin", "erin-pass"),
+        "",
+    )
+    .await?;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let secret = created.json()?["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    server.proc.sigterm();
+    server.proc.wait_exit(WITHIN).await?;
+
+    // The same data, now with `proxy.auth.basic: false`.
+    let mut server = Launch::arca(&dir)
+        .env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .set("proxy.auth.basic", "false")
+        .spawn()?;
+    server.wait_ready(WITHIN).await?;
+    let public = server.public.as_str();
+    for who in [admin(), ("erin", "erin-pass")] {
+        let r = call(public, "GET", "/graph/v1.0/me", who, "").await?;
+        assert_eq!(r.status, 401, "{}'s password: {}", who.0, r.text());
+        let r = call(public, "PROPFIND", "/remote.php/webdav/", who, "").await?;
+        assert_eq!(r.status, 401, "{}'s password over WebDAV", who.0);
+    }
+    // A sync client's app token is still a Basic secret, and only its owner's.
+    assert_eq!(me(public, ("erin", &secret)).await, 200);
+    assert_eq!(me(public, ("admin", &secret)).await, 401);
+    let auth = basic("erin", &secret);
+    let headers = [("authorization", auth.as_str()), ("depth", "1")];
+    let webdav = send(public, "PROPFIND", "/remote.php/webdav/", &headers, "").await?;
+    assert_eq!(webdav.status, 207, "{}", webdav.text());
+
+    // A misspelt value is refused at start with the key named, not read as "on".
+    server.proc.sigterm();
+    server.proc.wait_exit(WITHIN).await?;
+    let mut refused = command(arca_bin());
+    refused
+        .current_dir(dir.path())
+        .args(["server", "--set", "proxy.auth.basic=nope"])
+        .arg("--data-dir")
+        .arg(dir.join("data"));
+    let mut refused = tokio::process::Command::from(refused);
+    refused.kill_on_drop(true);
+    let out = tokio::time::timeout(WITHIN, refused.output())
+        .await
+        .context("arca server with proxy.auth.basic=nope did not exit")??;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("proxy.auth.basic"), "{stderr}");
+    Ok(())
+}

@@ -11,14 +11,13 @@
 //! are printed (`cargo test -- --nocapture` shows them).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use arca_runtime::Leases;
 use arca_tests::{
-    HttpResponse, Launch, Moto, Nats, Postgres, Proc, Server, TempDir, eventually, free_addr, get,
-    send,
+    ExampleSet, Launch, Load, LoadExtra, Moto, Nats, Postgres, Proc, Server, TempDir,
+    assert_no_failures, eventually, free_addr, get, send,
 };
 use arca_transport::registry::nats::registry_key;
 use arca_transport::{Endpoint, NatsKv, NatsSettings};
@@ -175,106 +174,6 @@ async fn metric_sum(server: &Server, family: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
-/// Concurrent WebDAV clients through the proxy until stopped (see [`client`]).
-struct Load {
-    stop: Arc<AtomicBool>,
-    ok: Arc<AtomicU64>,
-    workers: Vec<tokio::task::JoinHandle<Vec<String>>>,
-}
-
-impl Load {
-    fn start(addr: &str, workers: usize) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ok = Arc::new(AtomicU64::new(0));
-        let workers = (0..workers)
-            .map(|w| tokio::spawn(client(addr.to_owned(), w, stop.clone(), ok.clone())))
-            .collect();
-        Self { stop, ok, workers }
-    }
-
-    fn ok(&self) -> u64 {
-        self.ok.load(Ordering::Relaxed)
-    }
-
-    /// Waits until `n` more requests than now have succeeded.
-    async fn progress(&self, n: u64, what: &str) -> anyhow::Result<()> {
-        let target = self.ok() + n;
-        eventually(Duration::from_secs(20), what, || {
-            let done = self.ok() >= target;
-            async move { Ok(done.then_some(())) }
-        })
-        .await
-    }
-
-    /// Stops the clients; every failure they saw.
-    async fn finish(self) -> anyhow::Result<(u64, Vec<String>)> {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut failures = Vec::new();
-        for w in self.workers {
-            failures.extend(w.await?);
-        }
-        Ok((self.ok.load(Ordering::Relaxed), failures))
-    }
-}
-
-/// One client, round after round: MKCOL a fresh folder, PUT a file into it, GET it back and
-/// compare, PROPFIND the folder and find the file listed; every fourth round also a PUT of the
-/// one file every client overwrites (writers of one space serialised across processes). Every
-/// answer is checked; failures are collected, not fatal, so the test sees all of them.
-async fn client(addr: String, w: usize, stop: Arc<AtomicBool>, ok: Arc<AtomicU64>) -> Vec<String> {
-    let started = Instant::now();
-    let mut failures = Vec::new();
-    let mut tally =
-        |what: String, got: anyhow::Result<HttpResponse>, good: &dyn Fn(&HttpResponse) -> bool| {
-            match got {
-                Ok(r) if good(&r) => {
-                    ok.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(r) => failures.push(format!("{what}: {} {:?}", r.status, r.text())),
-                Err(e) => failures.push(format!("{what}: {e:#}")),
-            }
-        };
-    let depth = [AUTH[0], ("depth", "1")];
-    let mut round = 0u64;
-    // Bounded even if the test forgets to stop it.
-    while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
-        let dir = format!("/remote.php/webdav/c{w}-{round}");
-        let file = format!("{dir}/f.txt");
-        let body = format!("client {w} round {round}");
-        let got = send(&addr, "MKCOL", &dir, &AUTH, "").await;
-        tally(format!("MKCOL {dir}"), got, &|r| r.status == 201);
-        let got = send(&addr, "PUT", &file, &AUTH, body.clone()).await;
-        tally(format!("PUT {file}"), got, &|r| r.status == 201);
-        let got = send(&addr, "GET", &file, &AUTH, "").await;
-        tally(format!("GET {file}"), got, &|r| {
-            r.status == 200 && r.text() == body
-        });
-        let got = send(&addr, "PROPFIND", &dir, &depth, "").await;
-        tally(format!("PROPFIND {dir}"), got, &|r| {
-            r.status == 207 && r.text().contains("/f.txt</d:href>")
-        });
-        if round.is_multiple_of(4) {
-            let shared = "/remote.php/webdav/shared.txt";
-            let got = send(&addr, "PUT", shared, &AUTH, body.clone()).await;
-            tally(format!("PUT {shared}"), got, &|r| {
-                r.status == 201 || r.status == 204
-            });
-        }
-        round += 1;
-    }
-    failures
-}
-
-/// Fails with the first few failures if there are any.
-fn assert_no_failures(failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{} failed: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(10)]
-    );
-}
-
 /// Waits for the first request `service` in `proc` handles; how long after `since` it came.
 async fn first_request_after(
     proc: &Proc,
@@ -320,7 +219,7 @@ async fn split_processes_find_each_other_and_a_frontend_group_is_replaced_under_
     assert!(metric_sum(&d.proxy, "arca_registry_operations_total").await? > 0.0);
 
     // (b) A rolling replacement of a frontend group under load.
-    let load = Load::start(&d.proxy.public, 6);
+    let load = Load::start(&d.proxy.public, 6, AUTH[0].1, LoadExtra::SharedPut);
     load.progress(40, "load running").await?;
     let mut old = d.fronts.remove(0).server;
     let stayer = &d.fronts[0].server;
@@ -374,67 +273,6 @@ async fn split_processes_find_each_other_and_a_frontend_group_is_replaced_under_
     drop(d.system);
     drop(d.users);
     Ok(())
-}
-
-/// The example set config/grouped-nats run for real: each process gets its example file with
-/// the example's fixed addresses (NATS, PostgreSQL, S3, the services' TCP ports) swapped for
-/// this test's, written into its own directory and passed with `--config`; data dir, debug and
-/// public address come from the launch's flags, which win over the file.
-struct ExampleSet {
-    swaps: Vec<(&'static str, String)>,
-}
-
-impl ExampleSet {
-    /// `arca server --config DIR/FILE`, FILE being config/grouped-nats/FILE with the set's swaps
-    /// and `extra` ones (applied first; each must occur in the file).
-    fn launch(
-        &self,
-        dir: &TempDir,
-        file: &str,
-        extra: &[(&'static str, String)],
-    ) -> anyhow::Result<Launch> {
-        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../config/grouped-nats")
-            .join(file);
-        let mut text = std::fs::read_to_string(&example)
-            .with_context(|| format!("read {}", example.display()))?;
-        for (from, to) in extra {
-            anyhow::ensure!(text.contains(from), "{file} no longer mentions {from}");
-            text = text.replace(from, to);
-        }
-        for (from, to) in &self.swaps {
-            text = text.replace(from, to);
-        }
-        // Every address left outside comments must be one of ours (debug.addr and
-        // proxy.http.addr are overridden by flags): the examples must not point at anything
-        // on this machine the test did not start.
-        let strays: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with('#') && !l.contains("addr:"))
-            .filter(|l| l.contains("127.0.0.1:"))
-            .filter(|l| {
-                !self
-                    .swaps
-                    .iter()
-                    .chain(extra)
-                    .any(|(_, to)| l.contains(to.as_str()))
-            })
-            .collect();
-        anyhow::ensure!(strays.is_empty(), "{file}: unswapped addresses {strays:?}");
-        let path = dir.join(file);
-        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
-        Ok(Launch::arca(dir)
-            .arg("--config")
-            .arg(&path)
-            .env("ARCA_ADMIN_PASSWORD", PASSWORD)
-            .env("ARCA_LOG_LEVEL", LOG_REQUESTS)
-            // The examples leave credentials to the environment, as a deployment would.
-            .env("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "arca-test")
-            .env(
-                "ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY",
-                "arca-test-secret",
-            ))
-    }
 }
 
 /// The endpoint of storage-users.yaml, swapped for a fresh one per instance started from it.
@@ -494,7 +332,7 @@ async fn two_storage_users_share_one_database_and_bucket_and_one_is_replaced_und
     }
     eprintln!("example set ready {:?} after the start", started.elapsed());
 
-    let load = Load::start(&proxy.public, 6);
+    let load = Load::start(&proxy.public, 6, AUTH[0].1, LoadExtra::SharedPut);
     load.progress(60, "load running").await?;
     // Both instances take part: with requests spread over two writers of one database and
     // one bucket, every GET above compared what some PUT wrote, wherever each one landed.
@@ -563,7 +401,7 @@ async fn a_nats_outage_of_30s_under_load_fails_no_request_and_registrations_come
     let (port, store) = (nats.port, nats.store.clone());
     let d = deploy(&nats.url(), 1).await?;
 
-    let load = Load::start(&d.proxy.public, 4);
+    let load = Load::start(&d.proxy.public, 4, AUTH[0].1, LoadExtra::SharedPut);
     load.progress(40, "load running").await?;
     nats.stop().await?;
     // The 30 s, ten times the TTL: when the server comes back every entry has expired

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -42,9 +42,39 @@ pub fn arca_bin() -> PathBuf {
     bin
 }
 
-/// A free loopback port: bound to port 0, read, released. The kernel does not hand the same
-/// ephemeral port out again at once, so tests running in parallel do not collide.
+/// A free loopback port, checked by binding it, then released for the process under test.
+///
+/// Below the kernel's range for outgoing connections (`ip_local_port_range`): a port from
+/// that range can be taken by any client socket between this check and the service's bind,
+/// as happened once right after a test that opened thousands of connections. Below it only
+/// listeners take ports, and the counter keeps this process from handing one out twice.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FLOOR: u32 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(FLOOR).max(1);
+    // One seed per process: with a seed per call, two concurrent tests could land on the same
+    // port (both checks pass before either process binds), and one test's readiness poll then
+    // reached the other test's process. Seed plus a shared counter never repeats in `span`.
+    static SEED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        std::process::id().wrapping_mul(7_919)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+    });
+    for _ in 0..span {
+        let port = FLOOR + seed.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0")
@@ -1126,4 +1156,273 @@ pub fn metric_total(text: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// One property of the resource at `path` (PROPFIND Depth 0 asking for `name`, a prefixed
+/// name under the `d:` = DAV: and `oc:` = ownCloud namespaces), as the text between its tags.
+pub async fn dav_prop(
+    addr: &str,
+    authorization: &str,
+    path: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let body = format!(
+        r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><{name}/></d:prop></d:propfind>"#
+    );
+    let headers = [("authorization", authorization), ("depth", "0")];
+    let r = send(addr, "PROPFIND", path, &headers, body).await?;
+    anyhow::ensure!(
+        r.status == 207,
+        "PROPFIND {path}: {} {}",
+        r.status,
+        r.text()
+    );
+    let text = r.text();
+    let open = format!("<{name}>");
+    let start = text
+        .find(&open)
+        .with_context(|| format!("{name} missing in {text}"))?
+        + open.len();
+    let end = text[start..].find("</").context("unterminated")? + start;
+    Ok(text[start..end].to_owned())
+}
+
+/// The admin password the processes of an [`ExampleSet`] start with (`admin:scale-pass`).
+pub const EXAMPLE_PASSWORD: &str = "scale-pass";
+/// The log level of an [`ExampleSet`]'s processes: every request a service handles is logged
+/// (debug level of the runtime's request layer), so a test can see which process served what.
+pub const EXAMPLE_LOG_LEVEL: &str = "info,arca_runtime::layers=debug";
+
+/// The example set config/grouped-nats run for real: each process gets its example file with
+/// the example's fixed addresses (NATS, PostgreSQL, S3, the services' TCP ports) swapped for
+/// this test's, written into its own directory and passed with `--config`; data dir, debug and
+/// public address come from the launch's flags, which win over the file.
+pub struct ExampleSet {
+    pub swaps: Vec<(&'static str, String)>,
+}
+
+impl ExampleSet {
+    /// `arca server --config DIR/FILE`, FILE being config/grouped-nats/FILE with the set's swaps
+    /// and `extra` ones (applied first; each must occur in the file).
+    pub fn launch(
+        &self,
+        dir: &TempDir,
+        file: &str,
+        extra: &[(&'static str, String)],
+    ) -> anyhow::Result<Launch> {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../config/grouped-nats")
+            .join(file);
+        let mut text = std::fs::read_to_string(&example)
+            .with_context(|| format!("read {}", example.display()))?;
+        for (from, to) in extra {
+            anyhow::ensure!(text.contains(from), "{file} no longer mentions {from}");
+            text = text.replace(from, to);
+        }
+        for (from, to) in &self.swaps {
+            text = text.replace(from, to);
+        }
+        // Every address left outside comments must be one of ours (debug.addr and
+        // proxy.http.addr are overridden by flags): the examples must not point at anything
+        // on this machine the test did not start.
+        let strays: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#') && !l.contains("addr:"))
+            .filter(|l| l.contains("127.0.0.1:"))
+            .filter(|l| {
+                !self
+                    .swaps
+                    .iter()
+                    .chain(extra)
+                    .any(|(_, to)| l.contains(to.as_str()))
+            })
+            .collect();
+        anyhow::ensure!(strays.is_empty(), "{file}: unswapped addresses {strays:?}");
+        let path = dir.join(file);
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+        Ok(Launch::arca(dir)
+            .arg("--config")
+            .arg(&path)
+            .env("ARCA_ADMIN_PASSWORD", EXAMPLE_PASSWORD)
+            .env("ARCA_LOG_LEVEL", EXAMPLE_LOG_LEVEL)
+            // The examples leave credentials to the environment, as a deployment would.
+            .env("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "arca-test")
+            .env(
+                "ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY",
+                "arca-test-secret",
+            ))
+    }
+}
+
+/// SHA-1 of `data` in lower-case hex, as `oc:checksums` and `OC-Checksum` carry it.
+pub fn sha1_hex(data: &[u8]) -> String {
+    use sha1::Digest as _;
+    sha1::Sha1::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Deterministic bytes that are not all alike (so an offset error changes the digest).
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// What a [`Load`] client does each round besides its own folder.
+#[derive(Clone, Copy, Debug)]
+pub enum LoadExtra {
+    Nothing,
+    /// Every fourth round a PUT of `/remote.php/webdav/shared.txt`, which every client
+    /// overwrites (writers of one space serialised across processes).
+    SharedPut,
+    /// A GET of this file, which must be this many bytes long.
+    Get(&'static str, usize),
+}
+
+/// Concurrent WebDAV clients through a proxy until stopped. Each, round after round: MKCOL a
+/// fresh folder (not idempotent: a proxy may send it again only when it provably was not
+/// processed), PUT a file into it, GET it back and compare, PROPFIND the folder and find the
+/// file listed, then its [`LoadExtra`]. Every answer is checked; failures are collected, not
+/// fatal, so a test sees all of them.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    workers: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    /// `authorization` is the header value every request carries.
+    pub fn start(
+        addr: &str,
+        workers: usize,
+        authorization: &'static str,
+        extra: LoadExtra,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let workers = (0..workers)
+            .map(|w| {
+                let client = LoadClient {
+                    addr: addr.to_owned(),
+                    w,
+                    authorization,
+                    extra,
+                };
+                tokio::spawn(client.run(stop.clone(), ok.clone()))
+            })
+            .collect();
+        Self { stop, ok, workers }
+    }
+
+    /// Requests answered as expected so far.
+    pub fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `n` more requests than now have succeeded.
+    pub async fn progress(&self, n: u64, what: &str) -> anyhow::Result<()> {
+        let target = self.ok() + n;
+        eventually(Duration::from_secs(60), what, || {
+            let done = self.ok() >= target;
+            async move { Ok(done.then_some(())) }
+        })
+        .await
+    }
+
+    /// Stops the clients: how many requests succeeded, and every failure.
+    pub async fn finish(self) -> anyhow::Result<(u64, Vec<String>)> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for w in self.workers {
+            failures.extend(w.await?);
+        }
+        Ok((self.ok.load(Ordering::Relaxed), failures))
+    }
+}
+
+struct LoadClient {
+    addr: String,
+    w: usize,
+    authorization: &'static str,
+    extra: LoadExtra,
+}
+
+impl LoadClient {
+    async fn run(self, stop: Arc<AtomicBool>, ok: Arc<AtomicU64>) -> Vec<String> {
+        let Self {
+            addr,
+            w,
+            authorization,
+            extra,
+        } = self;
+        let started = Instant::now();
+        let mut failures = Vec::new();
+        let mut tally = |what: String,
+                         got: anyhow::Result<HttpResponse>,
+                         good: &dyn Fn(&HttpResponse) -> bool| match got {
+            Ok(r) if good(&r) => {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(r) => failures.push(format!("{what}: {} {:?}", r.status, r.text())),
+            Err(e) => failures.push(format!("{what}: {e:#}")),
+        };
+        let auth = [("authorization", authorization)];
+        let depth = [auth[0], ("depth", "1")];
+        let mut round = 0u64;
+        // Bounded even if the test forgets to stop it.
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(180) {
+            let dir = format!("/remote.php/webdav/c{w}-{round}");
+            let file = format!("{dir}/f.txt");
+            let body = format!("client {w} round {round}");
+            let got = send(&addr, "MKCOL", &dir, &auth, "").await;
+            tally(format!("MKCOL {dir}"), got, &|r| r.status == 201);
+            let got = send(&addr, "PUT", &file, &auth, body.clone()).await;
+            tally(format!("PUT {file}"), got, &|r| r.status == 201);
+            let got = send(&addr, "GET", &file, &auth, "").await;
+            tally(format!("GET {file}"), got, &|r| {
+                r.status == 200 && r.text() == body
+            });
+            let got = send(&addr, "PROPFIND", &dir, &depth, "").await;
+            tally(format!("PROPFIND {dir}"), got, &|r| {
+                r.status == 207 && r.text().contains("/f.txt</d:href>")
+            });
+            match extra {
+                LoadExtra::Nothing => {}
+                LoadExtra::SharedPut if round.is_multiple_of(4) => {
+                    let shared = "/remote.php/webdav/shared.txt";
+                    let got = send(&addr, "PUT", shared, &auth, body.clone()).await;
+                    tally(format!("PUT {shared}"), got, &|r| {
+                        r.status == 201 || r.status == 204
+                    });
+                }
+                LoadExtra::SharedPut => {}
+                LoadExtra::Get(path, len) => {
+                    let got = send(&addr, "GET", path, &auth, "").await;
+                    tally(format!("GET {path}"), got, &|r| {
+                        r.status == 200 && r.body.len() == len
+                    });
+                }
+            }
+            round += 1;
+        }
+        failures
+    }
+}
+
+/// Fails with the first few failures if there are any.
+pub fn assert_no_failures(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
 }

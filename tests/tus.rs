@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, eventually, send};
+use arca_tests::{HttpResponse, Launch, Server, TempDir, eventually, pattern, send, sha1_hex};
 use base64::Engine as _;
 use bytes::Bytes;
 use sha1::Digest as _;
@@ -48,26 +48,6 @@ async fn dav(
 
 fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-fn sha1_hex(data: &[u8]) -> String {
-    sha1::Sha1::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Deterministic bytes that are not all alike (so an offset error changes the digest).
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// A TUS creation POST as owncloudcmd sends it: to a collection, the target in the metadata
@@ -139,24 +119,7 @@ fn offset_of(resp: &HttpResponse) -> anyhow::Result<u64> {
 
 /// The value of one property in a Depth 0 PROPFIND answer.
 async fn prop(addr: &str, path: &str, name: &str) -> anyhow::Result<String> {
-    let body = format!(
-        r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><{name}/></d:prop></d:propfind>"#
-    );
-    let r = dav(addr, "PROPFIND", path, &[("depth", "0")], body).await?;
-    anyhow::ensure!(
-        r.status == 207,
-        "PROPFIND {path}: {} {}",
-        r.status,
-        r.text()
-    );
-    let text = r.text();
-    let open = format!("<{name}>");
-    let start = text
-        .find(&open)
-        .with_context(|| format!("{name} missing in {text}"))?
-        + open.len();
-    let end = text[start..].find("</").context("unterminated")? + start;
-    Ok(text[start..end].to_owned())
+    arca_tests::dav_prop(addr, AUTH, path, name).await
 }
 
 async fn content(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
@@ -165,19 +128,30 @@ async fn content(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
     Ok(r.body)
 }
 
+/// Where the parts of uploads in progress live: under `uploads/` in the blob store (the
+/// records are rows of the metadata database).
 fn uploads_dir(dir: &TempDir) -> PathBuf {
-    dir.join("data/storage-users/uploads")
+    dir.join("data/storage-users/blobs/uploads")
 }
 
-/// The files under the uploads directory (records and partial bytes).
+/// The files below the uploads directory (one part per stored chunk, in a directory per
+/// upload), as paths relative to it.
 fn upload_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let path = e.path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut names = Vec::new();
+    walk(dir, dir, &mut names);
     names.sort();
     names
 }
@@ -655,8 +629,8 @@ async fn termination_removes_the_upload() -> anyhow::Result<()> {
     let path = upload_path(a, &r)?;
     assert_eq!(
         upload_files(&uploads_dir(&dir)).len(),
-        2,
-        "a record and the bytes"
+        1,
+        "the first chunk's part"
     );
 
     let r = send(a, "DELETE", &path, &[("tus-resumable", "1.0.0")], "").await?;
@@ -702,9 +676,8 @@ async fn abandoned_uploads_expire() -> anyhow::Result<()> {
     assert!(expires <= now_secs() + 5, "expires {expires}");
     let uploads = uploads_dir(&dir);
     assert!(
-        upload_files(&uploads).iter().any(|f| f.ends_with(".bin")),
-        "{:?}",
-        upload_files(&uploads)
+        !upload_files(&uploads).is_empty(),
+        "the first chunk is stored"
     );
 
     eventually(

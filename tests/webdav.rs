@@ -40,24 +40,7 @@ const ROOT: &str = "/remote.php/dav/files/admin";
 
 /// The value of one property in a Depth 0 PROPFIND answer.
 async fn prop(addr: &str, path: &str, name: &str) -> anyhow::Result<String> {
-    let body = format!(
-        r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><{name}/></d:prop></d:propfind>"#
-    );
-    let r = dav(addr, "PROPFIND", path, &[("depth", "0")], body).await?;
-    anyhow::ensure!(
-        r.status == 207,
-        "PROPFIND {path}: {} {}",
-        r.status,
-        r.text()
-    );
-    let text = r.text();
-    let open = format!("<{name}>");
-    let start = text
-        .find(&open)
-        .with_context(|| format!("{name} missing in {text}"))?
-        + open.len();
-    let end = text[start..].find("</").context("unterminated")? + start;
-    Ok(text[start..end].to_owned())
+    arca_tests::dav_prop(addr, AUTH, path, name).await
 }
 
 #[tokio::test]
@@ -541,5 +524,137 @@ async fn failed_logins_are_throttled_and_secrets_never_logged() -> anyhow::Resul
     for secret in [PASSWORD, "wrong", "YWRtaW46", "Basic "] {
         assert!(!logs.contains(secret), "the log contains {secret:?}");
     }
+    Ok(())
+}
+
+/// GET serves whole files across read chunks (256 KiB on disk), single ranges (RFC 9110
+/// §14), 416 past the end, empty files, and conditional answers.
+#[tokio::test]
+async fn gets_serve_whole_files_ranges_and_conditions() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let a = &server.public;
+    const LEN: usize = 600 << 10;
+    let data = arca_tests::pattern(LEN, 7);
+    let path = format!("{ROOT}/big.bin");
+    let put = dav(a, "PUT", &path, &[], data.clone()).await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let etag = put
+        .header("etag")
+        .context("PUT answered no ETag")?
+        .to_owned();
+
+    let whole = dav(a, "GET", &path, &[], "").await?;
+    assert_eq!(whole.status, 200);
+    assert_eq!(whole.header("content-length"), Some("614400"));
+    assert_eq!(whole.header("etag"), Some(etag.as_str()));
+    assert!(
+        whole.body == data,
+        "the whole GET differs from what was PUT"
+    );
+
+    // (Range header, expected first byte, expected last byte), inclusive.
+    let chunk = 256 << 10;
+    let ranges = [
+        (
+            format!("bytes={}-{}", chunk - 5, chunk + 4),
+            chunk - 5,
+            chunk + 4,
+        ),
+        ("bytes=0-0".to_owned(), 0, 0),
+        ("bytes=-10".to_owned(), LEN - 10, LEN - 1),
+        (format!("bytes={}-", LEN - 3), LEN - 3, LEN - 1),
+        (format!("bytes=100-{}", LEN * 2), 100, LEN - 1),
+    ];
+    for (spec, first, last) in ranges {
+        let r = dav(a, "GET", &path, &[("range", &spec)], "").await?;
+        assert_eq!(r.status, 206, "{spec}: {}", r.text());
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {first}-{last}/{LEN}").as_str()),
+            "{spec}"
+        );
+        assert!(r.body == data[first..=last], "{spec}: wrong bytes");
+    }
+    let past = dav(a, "GET", &path, &[("range", &format!("bytes={LEN}-"))], "").await?;
+    assert_eq!(past.status, 416, "{}", past.text());
+    assert_eq!(
+        past.header("content-range"),
+        Some(format!("bytes */{LEN}").as_str())
+    );
+    // Multiple ranges may be ignored (RFC 9110 §14.2): the whole file.
+    let multi = dav(a, "GET", &path, &[("range", "bytes=0-1,5-6")], "").await?;
+    assert_eq!(multi.status, 200);
+    assert!(multi.body == data);
+
+    let same = dav(a, "GET", &path, &[("if-none-match", &etag)], "").await?;
+    assert_eq!(same.status, 304);
+    assert!(same.body.is_empty());
+    let stale = dav(a, "GET", &path, &[("if-match", "\"nope\"")], "").await?;
+    assert_eq!(stale.status, 412);
+
+    let empty = format!("{ROOT}/empty.txt");
+    assert_eq!(dav(a, "PUT", &empty, &[], "").await?.status, 201);
+    let got = dav(a, "GET", &empty, &[], "").await?;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.header("content-length"), Some("0"));
+    assert!(got.body.is_empty());
+    let r = dav(a, "GET", &empty, &[("range", "bytes=0-")], "").await?;
+    assert_eq!(r.status, 416, "{}", r.text());
+
+    // Overwritten: the next GET serves the new bytes under the new etag.
+    let put2 = dav(a, "PUT", &path, &[], "short").await?;
+    assert_eq!(put2.status, 204, "{}", put2.text());
+    let got = dav(a, "GET", &path, &[], "").await?;
+    assert_eq!(got.text(), "short");
+    assert_eq!(got.header("etag"), put2.header("etag"));
+    Ok(())
+}
+
+/// A Depth 1 PROPFIND gives each child its own dead properties, and none of another's.
+#[tokio::test]
+async fn depth_one_lists_each_childs_own_dead_properties() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let a = &server.public;
+    assert_eq!(
+        dav(a, "MKCOL", &format!("{ROOT}/d"), &[], "").await?.status,
+        201
+    );
+    for name in ["a", "b", "c"] {
+        let path = format!("{ROOT}/d/{name}.txt");
+        assert_eq!(dav(a, "PUT", &path, &[], name).await?.status, 201);
+        if name == "c" {
+            continue; // one child without any
+        }
+        let body = format!(
+            r#"<?xml version="1.0"?><d:propertyupdate xmlns:d="DAV:" xmlns:x="urn:x"><d:set><d:prop><x:tag>tag-of-{name}</x:tag><x:{name}-only>1</x:{name}-only></d:prop></d:set></d:propertyupdate>"#
+        );
+        let r = dav(a, "PROPPATCH", &path, &[], body).await?;
+        assert_eq!(r.status, 207, "{}", r.text());
+    }
+    let r = dav(
+        a,
+        "PROPFIND",
+        &format!("{ROOT}/d/"),
+        &[("depth", "1")],
+        r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:"><d:allprop/></d:propfind>"#,
+    )
+    .await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    let text = r.text();
+    // One <d:response> per entry; find each file's block.
+    let block = |name: &str| -> anyhow::Result<String> {
+        text.split("<d:response>")
+            .find(|b| b.contains(&format!("/d/{name}.txt<")))
+            .map(str::to_owned)
+            .with_context(|| format!("no response for {name}.txt in {text}"))
+    };
+    let (ba, bb, bc) = (block("a")?, block("b")?, block("c")?);
+    assert!(ba.contains("tag-of-a") && ba.contains("a-only"), "{ba}");
+    assert!(!ba.contains("tag-of-b") && !ba.contains("b-only"), "{ba}");
+    assert!(bb.contains("tag-of-b") && bb.contains("b-only"), "{bb}");
+    assert!(!bb.contains("tag-of-a") && !bb.contains("a-only"), "{bb}");
+    assert!(!bc.contains("tag-of") && !bc.contains("-only"), "{bc}");
     Ok(())
 }

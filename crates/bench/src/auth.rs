@@ -12,12 +12,14 @@ use std::fmt::Write as _;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, ensure};
 use base64::Engine as _;
 use bytes::Bytes;
+
+use crate::wrk::{CONNECTIONS, find_program};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -29,8 +31,6 @@ use crate::{Scratch, Targets};
 const ROUNDS: usize = 5;
 const MEASURE: Duration = Duration::from_secs(5);
 const WARMUP: Duration = Duration::from_secs(1);
-const CONNECTIONS: usize = 16;
-const WRK_THREADS: usize = 2;
 const SMALL: usize = 4096;
 const RATIO_TARGET: f64 = 0.9;
 const USER: &str = "admin";
@@ -249,37 +249,13 @@ end
 /// Runs wrk for `d`; the rate of answered requests. Any error (a non-2xx answer included)
 /// fails the measurement: a fast 401 is not a fast login.
 fn wrk(script: &Path, url: &str, d: Duration) -> anyhow::Result<f64> {
-    let wrk = find_program("wrk").context("wrk not found")?;
-    let out = Command::new(wrk)
-        .arg(format!("-t{WRK_THREADS}"))
-        .arg(format!("-c{CONNECTIONS}"))
-        .arg(format!("-d{}s", d.as_secs()))
-        .args(["--timeout", "30s", "-s"])
-        .arg(script)
-        .arg(url)
-        .stdin(Stdio::null())
-        .output()
-        .context("running wrk")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    ensure!(out.status.success(), "wrk {url} failed: {stdout}");
-    let result = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .with_context(|| format!("no RESULT in wrk output:\n{stdout}"))?;
-    let field = |key: &str| -> anyhow::Result<u64> {
-        result
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {key} in {result:?}"))
-    };
-    let (requests, micros, errors) = (field("requests")?, field("duration_us")?, field("errors")?);
+    let out = crate::wrk::run(script, url, d)?;
+    let (requests, errors) = (out.field("requests")?, out.field("errors")?);
     ensure!(
         errors == 0,
         "wrk saw {errors} errors of {requests} requests"
     );
-    ensure!(micros > 0, "wrk ran for no time");
-    Ok(requests as f64 / Duration::from_micros(micros).as_secs_f64())
+    Ok(requests as f64 / out.elapsed()?.as_secs_f64())
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -297,12 +273,4 @@ fn list(values: &[f64]) -> String {
         .map(|v| format!("{v:.0}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn find_program(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
 }

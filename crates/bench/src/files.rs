@@ -48,18 +48,15 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 use crate::process::{self, free_ports, http_status, vm_rss_kib};
+use crate::wrk::{CONNECTIONS, THREADS as WRK_THREADS, find_program};
 use crate::{Scratch, Targets};
 
 /// Each small-request load runs this long after a warm-up of [`WARMUP`].
 const MEASURE: Duration = Duration::from_secs(5);
 const WARMUP: Duration = Duration::from_secs(1);
-/// Concurrent connections for the small-request loads, and wrk threads driving them. Two
-/// threads on a two-core machine: the client takes CPU from the server under test, but it takes
-/// the same from each of the three.
-const CONNECTIONS: usize = 16;
-const WRK_THREADS: usize = 2;
-/// A wrk request slower than this counts as an error rather than a latency sample.
-const WRK_TIMEOUT: &str = "30s";
+// The small-request loads run wrk with crate::wrk's CONNECTIONS and THREADS (2 threads on a
+// two-core machine: the client takes CPU from the server under test, but the same from each
+// of the three).
 const SMALL: usize = 4096;
 const LISTING: usize = 1000;
 const MIB: u64 = 1 << 20;
@@ -485,15 +482,6 @@ fn ensure_tools() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `name` on PATH or in the sbin dirs (where Debian puts daemons, often off a user's PATH).
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
 fn make_htpasswd(path: &Path, password: &str) -> anyhow::Result<()> {
     let htpasswd = find_program("htpasswd").context("htpasswd not found")?;
     // -m (apr1-MD5) is htpasswd's default: what an admin following the manual gets.
@@ -908,39 +896,13 @@ fn wrk(
 ) -> anyhow::Result<Load> {
     let path = script_dir.join(format!("{name}.lua"));
     fs::write(&path, script).with_context(|| format!("writing {}", path.display()))?;
-    let wrk = find_program("wrk").context("wrk not found")?;
-    let out = Command::new(wrk)
-        .arg(format!("-t{WRK_THREADS}"))
-        .arg(format!("-c{CONNECTIONS}"))
-        .arg(format!("-d{}s", d.as_secs()))
-        .args(["--timeout", WRK_TIMEOUT, "-s"])
-        .arg(&path)
-        .arg(url)
-        .stdin(Stdio::null())
-        .output()
-        .context("running wrk")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        out.status.success(),
-        "wrk {url} failed ({}): {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_wrk(&stdout).with_context(|| format!("wrk output for {url}:\n{stdout}"))
+    let out = crate::wrk::run(&path, url, d)?;
+    parse_wrk(&out).with_context(|| format!("wrk output for {url}:\n{}", out.text))
 }
 
-fn parse_wrk(text: &str) -> anyhow::Result<Load> {
-    let result = text
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .context("no RESULT line")?;
-    let field = |key: &str| -> anyhow::Result<u64> {
-        result
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {key} in RESULT"))
-    };
+fn parse_wrk(out: &crate::wrk::Output) -> anyhow::Result<Load> {
+    let field = |key: &str| out.field(key);
+    let text = out.text.as_str();
     let requests = field("requests")?;
     let status = field("status")?;
     let mut counters = Vec::new();
@@ -959,8 +921,7 @@ fn parse_wrk(text: &str) -> anyhow::Result<Load> {
         .iter()
         .map(|k| Ok(((*k).to_owned(), field(k)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let elapsed = Duration::from_micros(field("duration_us")?);
-    ensure!(!elapsed.is_zero(), "zero duration");
+    let elapsed = out.elapsed()?;
     Ok(Load {
         ok: requests.saturating_sub(status),
         elapsed,
@@ -1496,13 +1457,13 @@ mod tests {
     fn wrk_done_output_parses() {
         let text = "Running 5s test\nRESULT requests=1000 duration_us=5000000 p99_us=12345 \
                     connect=0 read=1 write=0 status=10 timeout=0\nTHREAD 1 480\nTHREAD 0 530\n";
-        let load = parse_wrk(text).unwrap();
+        let load = parse_wrk(&crate::wrk::parse(text).unwrap()).unwrap();
         assert_eq!(load.ok, 990);
         assert_eq!(load.elapsed, Duration::from_secs(5));
         assert_eq!(load.p99, Duration::from_micros(12345));
         assert_eq!(load.counters, vec![530, 480]);
         assert!(load.measure().note.contains("status ≥ 400 10"));
-        assert!(parse_wrk("no result here").is_err());
+        assert!(crate::wrk::parse("no result here").is_err());
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod files;
 mod process;
 mod split;
 mod transport;
+mod wrk;
 
 use std::process::ExitCode;
 

@@ -18,12 +18,15 @@
 //!
 //! The configs are written into the scratch dir with free ports, sockets under the scratch dir
 //! and a secret of this run, so nothing collides with another run or with `make run-grouped`.
+//!
+//! To chase a failure: `ARCA_BENCH_SPLIT_SHAPES=pod,split` runs only those deployments, and
+//! `ARCA_BENCH_SPLIT_LOG='info,h2::proto=debug'` sets every process's log level and keeps the
+//! logs after the run (the path is printed).
 
 use std::fmt::Write as _;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, ensure};
@@ -34,14 +37,13 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 use crate::process::{self, Server, free_ports, vm_rss_kib};
+use crate::wrk::{CONNECTIONS, find_program};
 use crate::{Scratch, Targets};
 
 const ROUNDS: usize = 3;
 const MEASURE: Duration = Duration::from_secs(5);
 const WARMUP: Duration = Duration::from_secs(1);
 /// The same load shape as the files and auth sections.
-const CONNECTIONS: usize = 16;
-const WRK_THREADS: usize = 2;
 const SMALL: usize = 4096;
 /// Files in the benchmark folder: GET cycles over them, PROPFIND lists them.
 const FOLDER: usize = 32;
@@ -63,6 +65,13 @@ enum Shape {
 
 const SHAPES: [Shape; 3] = [Shape::Single, Shape::Pod, Shape::Split];
 
+/// Runs only the deployments named here (comma-separated shape names, e.g. `pod,split`), to
+/// chase a problem of one shape without waiting for the others; ratios need `single`.
+const SHAPES_ENV: &str = "ARCA_BENCH_SPLIT_SHAPES";
+/// A `log.level` filter for every process of the run (e.g. `info,h2=debug`), to see why a
+/// request failed; the default is the binary's own.
+const LOG_ENV: &str = "ARCA_BENCH_SPLIT_LOG";
+
 impl Shape {
     fn name(self) -> &'static str {
         match self {
@@ -70,6 +79,24 @@ impl Shape {
             Shape::Pod => "pod",
             Shape::Split => "split",
         }
+    }
+
+    /// The shapes [`SHAPES_ENV`] selects, in [`SHAPES`] order; all of them when it is unset.
+    fn selected(filter: Option<&str>) -> anyhow::Result<Vec<Shape>> {
+        let Some(filter) = filter.filter(|f| !f.trim().is_empty()) else {
+            return Ok(SHAPES.to_vec());
+        };
+        let names: Vec<&str> = filter.split(',').map(str::trim).collect();
+        for name in &names {
+            ensure!(
+                SHAPES.iter().any(|s| s.name() == *name),
+                "{SHAPES_ENV}: no shape {name:?} (single, pod, split)"
+            );
+        }
+        Ok(SHAPES
+            .into_iter()
+            .filter(|s| names.contains(&s.name()))
+            .collect())
     }
 }
 
@@ -181,8 +208,20 @@ struct Deployment {
 }
 
 impl Deployment {
-    fn start(shape: Shape, arca: &Path, dir: &Path, password: &str) -> anyhow::Result<Self> {
+    fn start(
+        shape: Shape,
+        arca: &Path,
+        dir: &Path,
+        password: &str,
+        log_level: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let dir = dir.join(shape.name());
+        // Every process gets the same variables; a file's `log` section would be overridden
+        // by ARCA_LOG_LEVEL, and the single process has no file.
+        let mut env = vec![("ARCA_ADMIN_PASSWORD", password)];
+        if let Some(level) = log_level {
+            env.push(("ARCA_LOG_LEVEL", level));
+        }
         let mut servers = Vec::new();
         let mut dirs = Vec::new();
         let mut debugs = Vec::new();
@@ -200,8 +239,7 @@ impl Deployment {
         match configs {
             None => {
                 let proc_dir = dir.join("arca");
-                let (server, debug, addr) =
-                    process::spawn_arca(arca, &proc_dir, &[("ARCA_ADMIN_PASSWORD", password)])?;
+                let (server, debug, addr) = process::spawn_arca(arca, &proc_dir, &env)?;
                 servers.push(("arca", server));
                 dirs.push(proc_dir);
                 debugs.push(debug);
@@ -220,11 +258,9 @@ impl Deployment {
                     let config = config.to_str().context("config path is not UTF-8")?;
                     // spawn_arca clears the caller's ARCA_* variables and then sets these,
                     // so the file is ours alone.
-                    let (server, debug, addr) = process::spawn_arca(
-                        arca,
-                        &proc_dir,
-                        &[("ARCA_CONFIG", config), ("ARCA_ADMIN_PASSWORD", password)],
-                    )?;
+                    let mut env = env.clone();
+                    env.push(("ARCA_CONFIG", config));
+                    let (server, debug, addr) = process::spawn_arca(arca, &proc_dir, &env)?;
                     if name == "proxy" {
                         public = Some(addr);
                     }
@@ -255,6 +291,20 @@ impl Deployment {
             kib += vm_rss_kib(s.child.id())?;
         }
         Ok(kib as f64 / 1024.0)
+    }
+
+    /// Copies each process's log to `dir` as `SHAPE-NAME.log`.
+    fn keep_logs(&self, dir: &Path) {
+        if let Err(e) = fs::create_dir_all(dir) {
+            println!("split: note: creating {}: {e}", dir.display());
+            return;
+        }
+        for ((name, _), from) in self.servers.iter().zip(&self.dirs) {
+            let to = dir.join(format!("{}-{name}.log", self.shape.name()));
+            if let Err(e) = fs::copy(from.join("arca.log"), &to) {
+                println!("split: note: keeping {}: {e}", to.display());
+            }
+        }
     }
 
     /// SIGTERM to each process, callers first; says so when one does not exit cleanly.
@@ -346,7 +396,8 @@ struct Case {
 
 pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     let arca = process::locate_arca("split")?;
-    let wrk = find_program("wrk")
+    // Checked up front so a missing wrk fails before any process starts.
+    find_program("wrk")
         .context("wrk not found (apt-get install wrk; the files section installs it)")?;
     let scratch = Scratch::new("split").context("scratch directory")?;
     let password = format!("bench-{}", std::process::id());
@@ -359,17 +410,29 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         .build()
         .context("tokio runtime")?;
 
+    let shapes = Shape::selected(std::env::var(SHAPES_ENV).ok().as_deref())?;
+    let log_level = std::env::var(LOG_ENV).ok().filter(|l| !l.trim().is_empty());
     let mut deployments = Vec::new();
-    for shape in SHAPES {
-        let d = Deployment::start(shape, &arca, &scratch.path, &password)?;
+    for &shape in &shapes {
+        let d = Deployment::start(shape, &arca, &scratch.path, &password, log_level.as_deref())?;
         rt.block_on(populate(d.public, &auth))
             .map_err(|e| anyhow::anyhow!(d.with_logs(&format!("{}: {e:#}", shape.name()))))?;
         deployments.push(d);
     }
+    let started: Vec<String> = deployments
+        .iter()
+        .map(|d| {
+            let what = match d.shape {
+                Shape::Single => "1 process, mem://",
+                Shape::Pod => "4 processes, unix sockets",
+                Shape::Split => "4 processes, tcp loopback",
+            };
+            format!("{} {} ({what})", d.shape.name(), d.public)
+        })
+        .collect();
     println!(
-        "split: single {} (1 process, mem://), pod {} (4 processes, unix sockets), split {} \
-         (4 processes, tcp loopback); folder of {FOLDER} × 4 KiB, user {USER}, Basic auth",
-        deployments[0].public, deployments[1].public, deployments[2].public
+        "split: {}; folder of {FOLDER} × 4 KiB, user {USER}, Basic auth",
+        started.join(", ")
     );
 
     let base = format!("/remote.php/dav/files/{USER}/bench/");
@@ -388,16 +451,16 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
 
     // samples[case][shape]: one per round. Failed requests are counted, warm-ups included,
     // and the first failing run of each deployment keeps what its logs say about it.
-    let mut samples = vec![vec![Vec::new(); SHAPES.len()]; cases.len()];
-    let mut failed = [(0u64, 0u64); SHAPES.len()];
-    let mut diagnoses: Vec<Option<String>> = vec![None; SHAPES.len()];
+    let mut samples = vec![vec![Vec::new(); shapes.len()]; cases.len()];
+    let mut failed = vec![(0u64, 0u64); shapes.len()];
+    let mut diagnoses: Vec<Option<String>> = vec![None; shapes.len()];
     for (c, case) in cases.iter().enumerate() {
         let rounds = std::iter::once(WARMUP).chain(std::iter::repeat_n(MEASURE, ROUNDS));
         for (round, d) in rounds.enumerate() {
             for (s, dep) in deployments.iter().enumerate() {
                 let url = format!("http://{}{}", dep.public, case.path);
                 let started = utc_time();
-                let sample = wrk_run(&wrk, &case.script, &url, d).map_err(|e| {
+                let sample = wrk_run(&case.script, &url, d).map_err(|e| {
                     anyhow::anyhow!(dep.with_logs(&format!("{}: {e:#}", case.what)))
                 })?;
                 failed[s].0 += sample.failed;
@@ -436,8 +499,19 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
             )
         })
         .collect();
+    // With a log level asked for, the logs are what the run is for: they outlive the scratch
+    // dir.
+    let kept = log_level.is_some().then(|| {
+        std::env::temp_dir().join(format!("arca-bench-split-logs-{}", std::process::id()))
+    });
     for d in deployments {
+        if let Some(kept) = &kept {
+            d.keep_logs(kept);
+        }
         d.stop();
+    }
+    if let Some(kept) = &kept {
+        println!("split: logs kept in {}", kept.display());
     }
 
     println!(
@@ -446,8 +520,8 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         MEASURE.as_secs()
     );
     for (case, by_shape) in cases.iter().zip(&samples) {
-        println!("{}", report_line(case.what, by_shape));
-        let rounds: Vec<String> = SHAPES
+        println!("{}", report_line(case.what, &shapes, by_shape));
+        let rounds: Vec<String> = shapes
             .iter()
             .zip(by_shape)
             .map(|(shape, v)| {
@@ -458,7 +532,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         println!("      rounds (req/s): {}", rounds.join("; "));
     }
     println!("split {:<36} {}", "RSS after the load", rss.join(" | "));
-    let counts: Vec<String> = SHAPES
+    let counts: Vec<String> = shapes
         .iter()
         .zip(&failed)
         .map(|(shape, (f, n))| format!("{} {f} of {n}", shape.name()))
@@ -476,11 +550,13 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// "split GET 4 KiB, 16 conns (req/s)  single 9,000 (p99 3.1 ms) | pod … 0.61× | split …".
-fn report_line(what: &str, by_shape: &[Vec<Sample>]) -> String {
+/// "split GET 4 KiB, 16 conns (req/s)  single 9,000 (p99 3.1 ms) | pod … 0.61× | split …";
+/// ratios only when `single` ran (it comes first when it did).
+fn report_line(what: &str, shapes: &[Shape], by_shape: &[Vec<Sample>]) -> String {
     let medians: Vec<Sample> = by_shape.iter().map(|v| median(v)).collect();
     let mut line = format!("split {:<36}", format!("{what} (req/s)"));
-    for (i, (shape, m)) in SHAPES.iter().zip(&medians).enumerate() {
+    let with_single = shapes.first() == Some(&Shape::Single);
+    for (i, (shape, m)) in shapes.iter().zip(&medians).enumerate() {
         let sep = if i == 0 { " " } else { " | " };
         let _ = write!(
             line,
@@ -489,7 +565,7 @@ fn report_line(what: &str, by_shape: &[Vec<Sample>]) -> String {
             m.rate,
             m.p99.as_secs_f64() * 1e3
         );
-        if i > 0 {
+        if i > 0 && with_single {
             let single = medians[0].rate;
             let ratio = if single > 0.0 { m.rate / single } else { 0.0 };
             let _ = write!(line, " {ratio:.2}×");
@@ -678,54 +754,19 @@ fn write_script(dir: &Path, name: &str, text: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// One wrk run of `d`.
-fn wrk_run(wrk: &Path, script: &Path, url: &str, d: Duration) -> anyhow::Result<Sample> {
-    let out = Command::new(wrk)
-        .arg(format!("-t{WRK_THREADS}"))
-        .arg(format!("-c{CONNECTIONS}"))
-        .arg(format!("-d{}s", d.as_secs()))
-        .args(["--timeout", "30s", "-s"])
-        .arg(script)
-        .arg(url)
-        .stdin(Stdio::null())
-        .output()
-        .context("running wrk")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        out.status.success(),
-        "wrk {url} failed ({}): {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_result(&stdout).with_context(|| format!("wrk {url}:\n{stdout}"))
+fn wrk_run(script: &Path, url: &str, d: Duration) -> anyhow::Result<Sample> {
+    let out = crate::wrk::run(script, url, d)?;
+    parse_result(&out).with_context(|| format!("wrk {url}:\n{}", out.text))
 }
 
-fn parse_result(text: &str) -> anyhow::Result<Sample> {
-    let result = text
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .context("no RESULT line")?;
-    let field = |key: &str| -> anyhow::Result<u64> {
-        result
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {key} in {result:?}"))
-    };
-    let (requests, micros, failed) = (field("requests")?, field("duration_us")?, field("errors")?);
-    ensure!(micros > 0, "wrk ran for no time");
+fn parse_result(out: &crate::wrk::Output) -> anyhow::Result<Sample> {
+    let (requests, failed) = (out.field("requests")?, out.field("errors")?);
     Ok(Sample {
         requests,
         failed,
-        rate: requests.saturating_sub(failed) as f64 / Duration::from_micros(micros).as_secs_f64(),
-        p99: Duration::from_micros(field("p99_us")?),
+        rate: requests.saturating_sub(failed) as f64 / out.elapsed()?.as_secs_f64(),
+        p99: Duration::from_micros(out.field("p99_us")?),
     })
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -793,13 +834,14 @@ mod tests {
 
     #[test]
     fn wrk_results_parse_and_failures_do_not_count() {
-        let ok = parse_result("x\nRESULT requests=500 duration_us=2000000 p99_us=1500 errors=0\n")
-            .unwrap();
+        let parse = |text: &str| parse_result(&crate::wrk::parse(text)?);
+        let ok =
+            parse("x\nRESULT requests=500 duration_us=2000000 p99_us=1500 errors=0\n").unwrap();
         assert_eq!(ok.rate, 250.0);
         assert_eq!(ok.p99, Duration::from_micros(1500));
-        let bad = parse_result("RESULT requests=5 duration_us=1000000 p99_us=1 errors=1").unwrap();
+        let bad = parse("RESULT requests=5 duration_us=1000000 p99_us=1 errors=1").unwrap();
         assert_eq!((bad.rate, bad.failed, bad.requests), (4.0, 1, 5));
-        assert!(parse_result("nothing").is_err());
+        assert!(parse("nothing").is_err());
     }
 
     #[test]
@@ -821,9 +863,29 @@ mod tests {
         assert_eq!((m.rate, m.p99), (2.0, Duration::from_millis(5)));
         let line = report_line(
             "GET",
+            &SHAPES,
             &[vec![s(1000.0, 2)], vec![s(500.0, 4)], vec![s(250.0, 8)]],
         );
         assert!(line.contains("pod 500 (p99 4.0 ms) 0.50×"), "{line}");
         assert!(line.contains("split 250 (p99 8.0 ms) 0.25×"), "{line}");
+        // Without single there is nothing to compare against.
+        let line = report_line(
+            "GET",
+            &[Shape::Pod, Shape::Split],
+            &[vec![s(500.0, 4)], vec![s(250.0, 8)]],
+        );
+        assert!(line.contains("pod 500 (p99 4.0 ms) | split 250"), "{line}");
+        assert!(!line.contains('×'), "{line}");
+    }
+
+    #[test]
+    fn shape_filter() {
+        assert_eq!(Shape::selected(None).unwrap(), SHAPES.to_vec());
+        assert_eq!(Shape::selected(Some(" ")).unwrap(), SHAPES.to_vec());
+        assert_eq!(
+            Shape::selected(Some("split, pod")).unwrap(),
+            vec![Shape::Pod, Shape::Split]
+        );
+        assert!(Shape::selected(Some("pods")).is_err());
     }
 }

@@ -212,6 +212,12 @@ pub(crate) const KEYS: &[Key] = &[
         "HOST:PORT where clients reach arca over HTTP.",
     ),
     key(
+        "proxy.auth.basic",
+        Text("true"),
+        Some("ARCA_PROXY_AUTH_BASIC"),
+        "HTTP Basic with a user's password. false: only app tokens are taken over Basic (sync clients keep working); people log in through OIDC.",
+    ),
+    key(
         "proxy.auth.max_failures",
         Text("10"),
         None,

@@ -279,6 +279,8 @@ pub struct WorkLimits {
 /// one client address, further attempts are refused with 429 until the window moves on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProxyAuth {
+    /// Whether a user's password is accepted over HTTP Basic; app tokens always are.
+    pub basic: bool,
     pub max_failures: u32,
     pub window: Duration,
 }

@@ -293,6 +293,7 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
             })?,
             auth: t.section("auth", |t| {
                 Ok(ProxyAuth {
+                    basic: t.field("basic").boolean()?,
                     max_failures: t.field("max_failures").positive_integer()?,
                     window: t.field("window").duration()?,
                 })

@@ -14,9 +14,8 @@
 
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
-use arca_runtime::{Caller, IDENTITY_PURPOSE, TokenSigner};
+use arca_runtime::{Caller, Login};
 use arca_transport::Channel;
-use arca_transport::context::IDENTITY_HEADER;
 use axum::Json;
 use axum::extract::{FromRef, FromRequestParts, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -30,13 +29,9 @@ use crate::graph::{error, grpc_error};
 const MAX_EXPIRY_SECS: u64 = 10 * 365 * 86_400;
 const DEFAULT_LABEL: &str = "Generated via API";
 
-/// The logins that may manage app tokens.
-const MANAGING_LOGINS: [&str; 2] = ["password", "oidc"];
-
 #[derive(Clone)]
 struct Api {
     gateway: Channel,
-    signer: TokenSigner,
 }
 
 impl FromRef<Api> for Channel {
@@ -45,12 +40,10 @@ impl FromRef<Api> for Channel {
     }
 }
 
-/// `signer` verifies identity tokens again to read how their caller logged in (the runtime
-/// keeps only the [`arca_runtime::Identity`] fields).
-pub(crate) fn routes(gateway: Channel, signer: TokenSigner) -> axum::Router {
+pub(crate) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route("/auth-app/tokens", get(list).post(create).delete(revoke))
-        .with_state(Api { gateway, signer })
+        .with_state(Api { gateway })
 }
 
 /// The caller, if they logged in with their password or through OIDC; 403 otherwise.
@@ -63,24 +56,11 @@ impl FromRequestParts<Api> for Manager {
         parts: &mut http::request::Parts,
         api: &Api,
     ) -> Result<Self, Response> {
-        // Anonymous calls get the 401 the other extractor gives.
-        Caller::from_request_parts(parts, api).await?;
-        /// The identity token's claim saying how the caller logged in, as the proxy writes
-        /// it (arca-proxy's `auth::Login`: `password`, `app_token` or `oidc`).
-        #[derive(serde::Deserialize)]
-        struct Claims {
-            #[serde(default)]
-            login: Option<String>,
-        }
-        // Fails closed: a token without the claim (or one that no longer verifies) is not
-        // a password login.
-        let login = parts
-            .headers
-            .get(IDENTITY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|t| api.signer.verify::<Claims>(IDENTITY_PURPOSE, t).ok())
-            .and_then(|c| c.login);
-        if login.is_some_and(|l| MANAGING_LOGINS.contains(&l.as_str())) {
+        // Anonymous calls get the 401 the other extractor gives. A token without the login
+        // claim is no person's password login: fails closed.
+        let Caller(who) = Caller::from_request_parts(parts, api).await?;
+        let login = who.login;
+        if login.is_some_and(Login::manages_credentials) {
             Ok(Manager)
         } else {
             Err(error(

@@ -49,10 +49,7 @@ impl Service for Frontend {
                 .merge(tus::routes(ctx.channel("storage-users")))
                 .merge(graph::routes(ctx.channel("gateway")))
                 .merge(groups::routes(ctx.channel("gateway")))
-                .merge(apptokens::routes(
-                    ctx.channel("gateway"),
-                    ctx.signer().clone(),
-                ))
+                .merge(apptokens::routes(ctx.channel("gateway")))
                 .merge(ocs::routes(ctx.channel("gateway")))
                 .merge(drives::routes(ctx.channel("gateway")));
             ctx.set_ready();

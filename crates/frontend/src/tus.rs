@@ -6,7 +6,9 @@
 //! The frontend only translates: creation is an `InitiateUpload` with `resumable` through the
 //! gateway (so permissions, locks, `If-Match` and quota are checked where a PUT's are), and
 //! every byte streams on to storage-users' `/tus/{token}` data path, which keeps the upload's
-//! state and commits it. Extensions offered: creation, creation-with-upload, checksum (md5,
+//! state and commits it. That state is in the shared store, so each request may go to any
+//! storage-users instance (the data channel balances them per request) and an upload survives
+//! the replacement of the instance it began on. Extensions offered: creation, creation-with-upload, checksum (md5,
 //! sha1), expiration, termination.
 
 use arca_proto::ErrorKind;

@@ -19,6 +19,7 @@ use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
 use arca_transport::Channel;
 use tonic::{Request, Response, Status};
 
+mod passthrough;
 mod sharing;
 
 /// The gateway service.
@@ -38,10 +39,10 @@ impl Service for Gateway {
 
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
-            let api = GatewayApi {
+            let api = std::sync::Arc::new(GatewayApi {
                 users: ctx.channel("storage-users"),
                 system: ctx.channel("storage-system"),
-            };
+            });
             let users = UsersApi {
                 system: ctx.channel("storage-system"),
             };
@@ -53,10 +54,11 @@ impl Service for Gateway {
                     system: ctx.channel("storage-system"),
                 },
             };
-            let router = tonic::service::Routes::new(StorageServer::new(api))
+            let typed = tonic::service::Routes::new(StorageServer::from_arc(api.clone()))
                 .add_service(UsersServer::new(users))
                 .add_service(arca_proto::v1::sharing_server::SharingServer::new(shares))
                 .into_axum_router();
+            let router = passthrough::routes(api).merge(typed);
             // Nothing of its own to open: the gateway holds no state, only routes calls.
             ctx.set_ready();
             ctx.serve(router).await
@@ -70,13 +72,16 @@ struct GatewayApi {
 }
 
 impl GatewayApi {
-    fn provider(&self, name: &str) -> StorageClient<Channel> {
-        let channel = if name == "storage-system" {
-            &self.system
+    fn channel(&self, name: &str) -> Channel {
+        if name == "storage-system" {
+            self.system.clone()
         } else {
-            &self.users
-        };
-        StorageClient::new(channel.clone())
+            self.users.clone()
+        }
+    }
+
+    fn provider(&self, name: &str) -> StorageClient<Channel> {
+        StorageClient::new(self.channel(name))
     }
 
     /// The provider holding `r`: named by its node or space id, else the caller's home.

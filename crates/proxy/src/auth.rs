@@ -27,7 +27,7 @@ use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{
     AckCredentialsRequest, AuthenticateRequest, CredentialEventKind, WatchCredentialsRequest,
 };
-use arca_runtime::{Identity, TokenSigner};
+use arca_runtime::{Identity, Login, TokenSigner};
 use arca_transport::Channel;
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
@@ -51,42 +51,6 @@ const FEED_SILENCE: Duration = Duration::from_secs(15);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// How a caller proved who they are, as the identity token tells downstream services (claim
-/// `login`). The frontend's app-token API reads the same claim name and values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Login {
-    /// HTTP Basic with the user's password.
-    Password,
-    /// HTTP Basic with one of the user's app tokens.
-    AppToken,
-    /// An OpenID Connect Bearer token.
-    Oidc,
-}
-
-/// The claims of the identity tokens the proxy signs: an [`Identity`] and how it logged in
-/// (services that only read an [`Identity`] ignore the extra claim).
-#[derive(serde::Serialize)]
-struct Vouched<'a> {
-    #[serde(flatten)]
-    identity: &'a Identity,
-    login: Login,
-}
-
-/// Signs the identity token for `identity`, logged in by `login`, valid for `ttl`.
-pub(crate) fn sign_identity(
-    signer: &TokenSigner,
-    identity: &Identity,
-    login: Login,
-    ttl: Duration,
-) -> String {
-    signer.sign(
-        arca_runtime::IDENTITY_PURPOSE,
-        &Vouched { identity, login },
-        ttl,
-    )
-}
-
 pub(crate) enum AuthError {
     /// No or unusable credentials: answer 401 with challenges.
     Missing,
@@ -103,6 +67,8 @@ pub(crate) struct Authenticator {
     signer: TokenSigner,
     cache: CredentialCache,
     throttle: crate::throttle::Throttle,
+    /// `proxy.auth.basic`: false takes only app tokens as the Basic secret.
+    passwords: bool,
     /// Dropped with the last clone of the authenticator, which stops the feed subscription.
     _feed: Arc<watch::Sender<()>>,
 }
@@ -261,6 +227,7 @@ impl Authenticator {
         users: Channel,
         signer: TokenSigner,
         throttle: crate::throttle::Throttle,
+        passwords: bool,
     ) -> Self {
         let cache = CredentialCache::new();
         let (stop, stopped) = watch::channel(());
@@ -275,6 +242,7 @@ impl Authenticator {
             signer,
             cache,
             throttle,
+            passwords,
             _feed: Arc::new(stop),
         }
     }
@@ -306,7 +274,11 @@ impl Authenticator {
         let started = self.cache.epoch();
         let mut client = UsersClient::new(self.users.clone());
         let user = match client
-            .authenticate(AuthenticateRequest { username, password })
+            .authenticate(AuthenticateRequest {
+                username,
+                password,
+                app_tokens_only: !self.passwords,
+            })
             .await
         {
             Ok(user) => user.into_inner(),
@@ -337,13 +309,13 @@ impl Authenticator {
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
+            login: Some(if user.app_token {
+                Login::AppToken
+            } else {
+                Login::Password
+            }),
         };
-        let login = if user.app_token {
-            Login::AppToken
-        } else {
-            Login::Password
-        };
-        let token = sign_identity(&self.signer, &identity, login, TOKEN_TTL + CACHE_TTL);
+        let token = self.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
         let token = HeaderValue::from_str(&token)
             .map_err(|_| AuthError::Unavailable("token encoding".into()))?;
         self.cache
@@ -579,32 +551,6 @@ mod tests {
         // The feed is lost: nothing is served.
         cache.lock().forget_all(false);
         assert!(cache.get(&bearer).is_none());
-    }
-
-    #[test]
-    fn identity_tokens_say_how_the_caller_logged_in() {
-        let signer = TokenSigner::new(b"k");
-        let identity = Identity {
-            id: "u1".into(),
-            username: "alice".into(),
-            display_name: String::new(),
-            groups: Vec::new(),
-            admin: false,
-        };
-        for (login, text) in [
-            (Login::Password, "password"),
-            (Login::AppToken, "app_token"),
-            (Login::Oidc, "oidc"),
-        ] {
-            let token = sign_identity(&signer, &identity, login, Duration::from_secs(60));
-            // Services that know only Identity read it as before...
-            assert_eq!(signer.verify_identity(&token), Ok(identity.clone()));
-            // ... and the frontend reads the claim.
-            let claims: serde_json::Value = signer
-                .verify(arca_runtime::IDENTITY_PURPOSE, &token)
-                .unwrap_or_default();
-            assert_eq!(claims["login"], text);
-        }
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Proxy {
     limits: arca_config::ProxyLimits,
     cors: cors::Cors,
     oidc: Option<arca_config::ProxyOidc>,
+    /// `proxy.auth.basic`: whether passwords are taken over Basic (app tokens always are).
+    passwords: bool,
 }
 
 impl Proxy {
@@ -52,6 +54,7 @@ impl Proxy {
             limits: config.proxy.limits.clone(),
             cors: cors::Cors::new(&config.proxy.cors.allowed_origins),
             oidc: config.proxy.oidc.clone(),
+            passwords: config.proxy.auth.basic,
         }
     }
 }
@@ -89,6 +92,7 @@ impl Service for Proxy {
                 ctx.channel("storage-system"),
                 ctx.signer().clone(),
                 self.throttle.clone(),
+                self.passwords,
             );
             let oidc = match &self.oidc {
                 Some(config) => {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arca_proto::ErrorKind;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{CreateUserRequest, GetUserRequest, User};
-use arca_runtime::{Identity, TokenSigner};
+use arca_runtime::{Identity, Login, TokenSigner};
 use arca_transport::Channel;
 use http::HeaderValue;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
@@ -37,7 +37,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{CredentialCache, Login};
+use crate::auth::CredentialCache;
 use crate::throttle::Throttle;
 
 /// Clock skew tolerated on `exp` and `nbf`.
@@ -308,13 +308,9 @@ impl Oidc {
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
+            login: Some(Login::Oidc),
         };
-        let signed = crate::auth::sign_identity(
-            &inner.signer,
-            &identity,
-            Login::Oidc,
-            TOKEN_TTL + CACHE_TTL,
-        );
+        let signed = inner.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
         let signed = HeaderValue::from_str(&signed)
             .map_err(|_| BearerError::Unavailable("identity token encoding".into()))?;
         let exp = claims.get("exp").and_then(serde_json::Value::as_u64);
@@ -572,6 +568,7 @@ impl Inner {
             display_name: "arca proxy (OIDC provisioning)".into(),
             groups: Vec::new(),
             admin: true,
+            login: None,
         };
         let token = self.signer.sign_identity(&service, Duration::from_secs(60));
         let mut request = tonic::Request::new(request);

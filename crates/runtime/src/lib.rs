@@ -3,7 +3,8 @@
 //!
 //! Main types: [`Service`] and its [`Context`], [`Supervisor`] and its [`Outcome`], [`Health`]
 //! (what `/readyz` reports), [`Leases`] (one holder per background job), [`Limiter`] and
-//! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]),
+//! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]), [`password`]
+//! (argon2id hashing bounded to one computation per core),
 //! [`debug::spawn`] and [`telemetry::init`].
 
 pub mod debug;
@@ -12,6 +13,7 @@ mod health;
 mod layers;
 mod lease;
 pub mod limit;
+pub mod password;
 mod service;
 mod supervisor;
 pub mod telemetry;
@@ -23,7 +25,7 @@ pub use lease::{Lease, LeaseGuard, Leases};
 pub use limit::{Flight, Limiter, Limits, SingleFlight};
 pub use service::{Context, Service, ServiceError};
 pub use supervisor::{Outcome, StartError, Supervisor};
-pub use token::{IDENTITY_PURPOSE, Identity, TokenError, TokenSigner};
+pub use token::{IDENTITY_PURPOSE, Identity, Login, TokenError, TokenSigner};
 
 /// Re-exported so services build routers and futures with the runtime's versions.
 pub use axum::Router;

@@ -27,6 +27,30 @@ pub struct Identity {
     pub groups: Vec<String>,
     #[serde(default)]
     pub admin: bool,
+    /// How the caller proved who they are, when a person logged in (the proxy sets it;
+    /// services acting for themselves and public-link visitors have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<Login>,
+}
+
+/// How a caller logged in, as the identity token tells downstream services.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Login {
+    /// HTTP Basic with the user's password.
+    Password,
+    /// HTTP Basic with one of the user's app tokens.
+    AppToken,
+    /// An OpenID Connect Bearer token.
+    Oidc,
+}
+
+impl Login {
+    /// Whether this login may manage the user's credentials (app tokens): an app token
+    /// given to a sync client must not be able to mint or revoke others.
+    pub fn manages_credentials(self) -> bool {
+        matches!(self, Login::Password | Login::Oidc)
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -121,7 +145,32 @@ mod tests {
             display_name: "Alice".into(),
             groups: vec!["g".into()],
             admin: false,
+            login: None,
         }
+    }
+
+    #[test]
+    fn identity_tokens_say_how_the_caller_logged_in() {
+        let signer = TokenSigner::new(b"k");
+        for (login, text) in [
+            (Login::Password, "password"),
+            (Login::AppToken, "app_token"),
+            (Login::Oidc, "oidc"),
+        ] {
+            let who = Identity {
+                login: Some(login),
+                ..alice()
+            };
+            let token = signer.sign_identity(&who, Duration::from_secs(60));
+            assert_eq!(signer.verify_identity(&token), Ok(who));
+            let claims: serde_json::Value = signer.verify(IDENTITY_PURPOSE, &token).unwrap();
+            assert_eq!(claims["login"], text);
+        }
+        // Tokens without the claim (services, link visitors) read as no login at all.
+        let token = signer.sign_identity(&alice(), Duration::from_secs(60));
+        assert_eq!(signer.verify_identity(&token).map(|i| i.login), Ok(None));
+        assert!(!Login::AppToken.manages_credentials());
+        assert!(Login::Password.manages_credentials() && Login::Oidc.manages_credentials());
     }
 
     #[test]

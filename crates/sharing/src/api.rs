@@ -11,11 +11,9 @@ use arca_proto::v1::share_records_client::ShareRecordsClient;
 use arca_proto::v1::sharing_server::Sharing;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
-use arca_runtime::events::{Event, EventBus};
+use arca_runtime::events::{Event, Outbox};
 use arca_runtime::{Identity, TokenSigner, caller};
 use arca_transport::Channel;
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use tonic::{Request, Response, Status};
 
 use crate::perms::{self, PermError};
@@ -42,7 +40,7 @@ pub(crate) struct SharingApi {
     pub(crate) system: Channel,
     pub(crate) signer: TokenSigner,
     pub(crate) auto_accept: bool,
-    pub(crate) bus: Arc<dyn EventBus>,
+    pub(crate) events: Outbox,
     pub(crate) throttle: Throttle,
     /// Hashes a wrong-link-token request checks against, so a missing link costs what a
     /// wrong password does (no timing oracle for valid tokens with passwords).
@@ -66,27 +64,15 @@ fn perm_status(e: PermError) -> Status {
     }
 }
 
-/// argon2id with the crate's defaults, as storage-system hashes user passwords; on a
-/// blocking thread, since it is slow on purpose.
+/// argon2id, as storage-system hashes user passwords (see [`arca_runtime::password`]).
 pub(crate) async fn hash_password(password: String) -> Result<String, Status> {
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| ErrorKind::Internal.status(e.to_string()))
-    })
-    .await
-    .map_err(|e| ErrorKind::Internal.status(e.to_string()))?
+    arca_runtime::password::hash(password)
+        .await
+        .map_err(|e| ErrorKind::Internal.status(e.to_string()))
 }
 
 async fn verify_password(password: String, hash: String) -> bool {
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok()
-    })
-    .await
-    .unwrap_or(false)
+    arca_runtime::password::verify(password, hash).await
 }
 
 /// Who a record is for, from one caller's point of view.
@@ -118,6 +104,7 @@ impl SharingApi {
             display_name: String::new(),
             groups: Vec::new(),
             admin: false,
+            login: None,
         };
         let mut req = Request::new(message);
         let token = self.signer.sign_identity(&identity, SERVICE_TTL);
@@ -177,17 +164,14 @@ impl SharingApi {
         Ok(Viewer { who, groups })
     }
 
-    async fn publish(&self, kind: &str, actor: &str, r: &ShareRecord) {
+    fn publish(&self, kind: &str, actor: &str, r: &ShareRecord) {
         let event = Event::new(kind, actor)
             .with("share_id", r.id.clone())
             .with("share_type", r.share_type.to_string())
             .with("node_id", r.node_id.clone())
             .with("space_id", r.space_id.clone())
             .with("grantee_id", r.grantee_id.clone());
-        if let Err(e) = self.bus.publish(event).await {
-            // The change is made; an event that could not be sent is logged, not a failure.
-            tracing::warn!(error = %e, kind, "could not publish a sharing event");
-        }
+        self.events.send(event);
     }
 
     /// A record as the API shows it, with the names of the people and groups involved.
@@ -293,6 +277,22 @@ impl SharingApi {
 
     /// The shares made with the caller (or its groups), each with the caller's state and,
     /// for accepted ones, a mount name unique among them (`Docs`, `Docs (2)`, …).
+    /// The share `id` as `viewer` receives it (with their state and mount name), if they do.
+    async fn received_share(&self, viewer: &Viewer<'_>, id: &str) -> Result<Option<Share>, Status> {
+        let found = self
+            .received(viewer)
+            .await?
+            .into_iter()
+            .find(|(x, _, _)| x.id == id);
+        let Some((r, state, mount)) = found else {
+            return Ok(None);
+        };
+        let mut share = self.share(r, &mut HashMap::new()).await;
+        share.state = state;
+        share.mount = mount;
+        Ok(Some(share))
+    }
+
     async fn received(
         &self,
         viewer: &Viewer<'_>,
@@ -356,6 +356,7 @@ impl SharingApi {
             display_name: name.to_owned(),
             groups: Vec::new(),
             admin: false,
+            login: None,
         };
         self.signer.sign_identity(&identity, LINK_IDENTITY_TTL)
     }
@@ -483,7 +484,7 @@ impl Sharing for SharingApi {
             .create_record(self.as_service(record))
             .await?
             .into_inner();
-        self.publish("share.created", &who.id, &created).await;
+        self.publish("share.created", &who.id, &created);
         let share = self.share(created, &mut HashMap::new()).await;
         Ok(Response::new(share))
     }
@@ -503,15 +504,8 @@ impl Sharing for SharingApi {
         if !viewer.receives(&r) {
             return Err(not_found());
         }
-        let received = self.received(&viewer).await?;
-        let (r, state, mount) = received
-            .into_iter()
-            .find(|(x, _, _)| x.id == r.id)
-            .ok_or_else(not_found)?;
-        let mut share = self.share(r, &mut HashMap::new()).await;
-        share.state = state;
-        share.mount = mount;
-        Ok(Response::new(share))
+        let share = self.received_share(&viewer, &r.id).await?;
+        Ok(Response::new(share.ok_or_else(not_found)?))
     }
 
     async fn update_share(
@@ -566,7 +560,7 @@ impl Sharing for SharingApi {
             .update_record(self.as_service(r))
             .await?
             .into_inner();
-        self.publish("share.updated", &who.id, &updated).await;
+        self.publish("share.updated", &who.id, &updated);
         Ok(Response::new(
             self.share(updated, &mut HashMap::new()).await,
         ))
@@ -588,7 +582,7 @@ impl Sharing for SharingApi {
             self.records()
                 .delete_record(self.as_service(DeleteRecordRequest { id: r.id.clone() }))
                 .await?;
-            self.publish("share.removed", &who.id, &r).await;
+            self.publish("share.removed", &who.id, &r);
         } else if viewer.receives(&r) {
             // A recipient "deleting" a share removes it from their view only (ownCloud's
             // unshare-from-self): it is declined.
@@ -599,7 +593,7 @@ impl Sharing for SharingApi {
                     state: DECLINED,
                 }))
                 .await?;
-            self.publish("share.declined", &who.id, &r).await;
+            self.publish("share.declined", &who.id, &r);
         } else {
             return Err(not_found());
         }
@@ -683,17 +677,9 @@ impl Sharing for SharingApi {
         } else {
             "share.declined"
         };
-        self.publish(kind, &who.id, &r).await;
-        let (r, state, mount) = self
-            .received(&viewer)
-            .await?
-            .into_iter()
-            .find(|(x, _, _)| x.id == q.id)
-            .ok_or_else(not_found)?;
-        let mut share = self.share(r, &mut HashMap::new()).await;
-        share.state = state;
-        share.mount = mount;
-        Ok(Response::new(share))
+        self.publish(kind, &who.id, &r);
+        let share = self.received_share(&viewer, &q.id).await?;
+        Ok(Response::new(share.ok_or_else(not_found)?))
     }
 
     async fn grants(
@@ -812,8 +798,7 @@ impl Sharing for SharingApi {
             "link.accessed",
             &format!("{}{}", principals::PUBLIC_LINK_PREFIX, r.id),
             &r,
-        )
-        .await;
+        );
         let share = self.share(r, &mut HashMap::new()).await;
         Ok(Response::new(OpenLinkResponse {
             share: Some(share),

@@ -19,6 +19,7 @@ mod throttle;
 use std::sync::Arc;
 
 use arca_proto::v1::sharing_server::SharingServer;
+use arca_runtime::events::Outbox;
 use arca_runtime::events::{EventBus, MemoryBus};
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
 
@@ -26,6 +27,8 @@ pub use api::RETRY_AFTER;
 
 /// Events kept for a listener that falls behind on the in-memory bus.
 const BUS_CAPACITY: usize = 1024;
+/// Events waiting for the bus (while NATS is away) before new ones are dropped.
+const OUTBOX_CAPACITY: usize = 10_000;
 
 /// The sharing service.
 pub struct Sharing {
@@ -62,7 +65,8 @@ impl Service for Sharing {
                 system: ctx.channel("storage-system"),
                 signer: ctx.signer().clone(),
                 auto_accept: config.sharing.auto_accept,
-                bus: self.bus.clone(),
+                // Requests hand events over and answer; a bus that is down delays events only.
+                events: Outbox::new(self.bus.clone(), OUTBOX_CAPACITY),
                 throttle: throttle::Throttle::new(
                     config.proxy.auth.max_failures,
                     config.proxy.auth.window,

@@ -15,8 +15,6 @@ use arca_runtime::{Identity, TokenSigner, caller};
 use arca_store::{
     AppToken as StoredToken, Group as StoredGroup, Store, StoreError, User as StoredUser,
 };
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use serde::Deserialize;
 use tonic::{Request, Response, Status};
 
@@ -92,28 +90,15 @@ fn token_message(t: &StoredToken) -> AppToken {
 /// The stored hash of a user who has no password (not a PHC string, so it never verifies).
 pub(crate) const NO_PASSWORD: &str = "!";
 
-/// argon2id with the crate's defaults (RFC 9106's second recommended profile scaled down:
-/// 19 MiB, 2 passes), run on a blocking thread: it is deliberately slow.
+/// argon2id, bounded to one computation per core (see [`arca_runtime::password`]).
 pub(crate) async fn hash_password(password: String) -> Result<String, Status> {
-    tokio::task::spawn_blocking(move || {
-        // The salt comes from the OS random source (the crate's `getrandom` feature).
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| ErrorKind::Internal.status(e.to_string()))
-    })
-    .await
-    .map_err(|e| ErrorKind::Internal.status(e.to_string()))?
+    arca_runtime::password::hash(password)
+        .await
+        .map_err(|e| ErrorKind::Internal.status(e.to_string()))
 }
 
 async fn verify_password(password: String, hash: String) -> bool {
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok()
-    })
-    .await
-    .unwrap_or(false)
+    arca_runtime::password::verify(password, hash).await
 }
 
 pub(crate) fn valid_username(name: &str) -> bool {
@@ -188,6 +173,9 @@ impl Users for UsersApi {
                     m.app_token = true;
                     return Ok(Response::new(m));
                 }
+                if r.app_tokens_only {
+                    return Err(refused());
+                }
                 // A user without a password is checked against the decoy (same time as a
                 // wrong password) and refused whatever was sent.
                 let has_password = user.password_hash != NO_PASSWORD;
@@ -202,7 +190,9 @@ impl Users for UsersApi {
                 }
             }
             Err(StoreError::NotFound) => {
-                let _ = verify_password(r.password, self.decoy.to_string()).await;
+                if !r.app_tokens_only {
+                    let _ = verify_password(r.password, self.decoy.to_string()).await;
+                }
                 Err(refused())
             }
             Err(e) => Err(status(e)),

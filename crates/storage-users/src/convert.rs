@@ -33,13 +33,14 @@ pub(crate) fn space(provider: &str, s: &Space) -> v1::Space {
 
 pub(crate) fn node(
     provider: &str,
-    n: &Node,
+    n: Node,
     path: String,
     owner: &str,
     props: Vec<DeadProp>,
 ) -> v1::Node {
-    let (sha1, md5, adler32) = match &n.checksums {
-        Some(c) => (c.sha1.clone(), c.md5.clone(), c.adler32.clone()),
+    let is_dir = n.is_dir();
+    let (sha1, md5, adler32) = match n.checksums {
+        Some(c) => (c.sha1, c.md5, c.adler32),
         None => Default::default(),
     };
     v1::Node {
@@ -50,11 +51,11 @@ pub(crate) fn node(
             .as_deref()
             .map(|p| ids::node_id(provider, &n.space_id, p))
             .unwrap_or_default(),
-        name: n.name.clone(),
-        is_dir: n.is_dir(),
+        name: n.name,
+        is_dir,
         size: n.size,
         mtime_ns: nanos(n.mtime),
-        etag: n.etag.clone(),
+        etag: n.etag,
         sha1,
         md5,
         adler32,
@@ -91,6 +92,11 @@ pub(crate) fn status(e: StoreError) -> Status {
         | StoreError::LengthMismatch { .. }
         | StoreError::InvalidRange
         | StoreError::Body(_) => ErrorKind::InvalidArgument,
+        // A full disk answers like a full space (507), not as a server fault.
+        _ if e.is_storage_full() => {
+            tracing::error!(error = %e, "the blob or metadata store is full");
+            return ErrorKind::QuotaExceeded.status("no space left on the storage");
+        }
         _ => {
             tracing::error!(error = %e, "storage failure");
             ErrorKind::Internal

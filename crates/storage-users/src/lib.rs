@@ -40,6 +40,8 @@ const DEFAULT_PROVISIONING: arca_runtime::Limits = arca_runtime::Limits {
 /// one collects at a time. (Two would not corrupt anything, since each blob row is claimed by
 /// one `DELETE … RETURNING`, but they would scan the same tables for nothing.)
 const GC_LEASE: &str = "storage-users/orphan-gc";
+/// The leader lease of the expiry of abandoned resumable uploads (one sweeper at a time).
+const UPLOAD_EXPIRY_LEASE: &str = "storage-users/upload-expiry";
 
 /// Collects orphaned blobs every [`GC_INTERVAL`] while this instance holds [`GC_LEASE`].
 async fn collect_orphans(store: Store, lease: Lease, stop: impl Future<Output = ()>) {
@@ -92,13 +94,13 @@ impl Service for StorageUsers {
             let mut cfg = StoreConfig::from_section(section, &dir);
             cfg.default_personal_quota = section.personal_quota;
             let store = Store::open(cfg).await?;
-            // Resumable uploads keep their partial bytes on this process's disk, whatever the
-            // blob store, and outlive a restart.
+            // Resumable uploads live in the store (records in the database, bytes in the blob
+            // store), so every instance sharing it serves every upload.
             let upload_expiration = section
                 .uploads
                 .as_ref()
                 .map_or(DEFAULT_UPLOAD_EXPIRATION, |u| u.expiration);
-            let resumable = uploads::Uploads::open(dir.join("uploads"), upload_expiration).await?;
+            let resumable = uploads::Uploads::new(store.clone(), upload_expiration);
             let provider = provider::Provider {
                 name: "storage-users",
                 store: store.clone(),
@@ -127,9 +129,11 @@ impl Service for StorageUsers {
                 )
                 .with_state(provider);
             let router = grpc.merge(data);
-            // Abandoned uploads: each process sweeps its own disk, so no lease is needed.
-            let upload_stop = ctx.shutdown();
-            ctx.spawn(resumable.sweep_until(async move { upload_stop.cancelled().await }));
+            // Abandoned uploads are shared by the instances: one sweeps, under its lease.
+            ctx.spawn(resumable.sweep_until(
+                ctx.lease(UPLOAD_EXPIRY_LEASE),
+                ctx.shutdown().cancelled_owned(),
+            ));
 
             ctx.spawn(collect_orphans(
                 store.clone(),

@@ -1,5 +1,6 @@
 //! The `Storage` gRPC API over the store: who may touch which space, and path resolution.
 
+use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
@@ -46,6 +47,13 @@ pub(crate) struct DownloadGrant {
     pub(crate) node: String,
     pub(crate) path: String,
     pub(crate) owner: String,
+    /// The blob and its size when the grant was minted: the data path reads them without a
+    /// metadata query, and the bytes match the etag the caller was given. Empty in grants
+    /// minted before this field existed: those look the node up.
+    #[serde(default)]
+    pub(crate) blob: String,
+    #[serde(default)]
+    pub(crate) size: u64,
 }
 
 #[derive(Clone)]
@@ -332,6 +340,49 @@ impl Provider {
         Ok((space, parent, (*name).to_owned(), path, perm))
     }
 
+    /// The caller's own home, where a client's plain paths point, for something to create or
+    /// replace: (space, parent, name, path, (existing child, whether the space has any lock))
+    /// in one round trip; its owner may do everything there. `None` when the reference is not
+    /// a plain path in the caller's home, or the fast lookup misses (no home yet, no parent
+    /// directory, the root): the general way then creates or explains.
+    #[allow(clippy::type_complexity)]
+    async fn personal_entry(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<
+        Option<(
+            StoreSpace,
+            StoreNode,
+            String,
+            String,
+            (Option<StoreNode>, bool),
+        )>,
+        Status,
+    > {
+        let Some(r) = r else { return Ok(None) };
+        if !r.node_id.is_empty() || !r.space_id.is_empty() || !principals::is_user(&who.id) {
+            return Ok(None);
+        }
+        let segs = segments(&r.path)?;
+        let Some(name) = segs.last() else {
+            return Ok(None);
+        };
+        // A refused name takes the general way, which refuses it in its own order.
+        if arca_store::validate_name(name).is_err() {
+            return Ok(None);
+        }
+        let path = join(&segs);
+        let found = self
+            .store
+            .resolve_personal_entry(&who.id, &path)
+            .await
+            .map_err(status)?;
+        Ok(found.map(|(space, parent, child, locks)| {
+            (space, parent, (*name).to_owned(), path, (child, locks))
+        }))
+    }
+
     /// The destination of a copy or move: create where it lands, and delete too when it
     /// replaces something.
     async fn writable_destination(
@@ -363,11 +414,17 @@ impl Provider {
         } else {
             Vec::new()
         };
-        Ok(convert::node(self.name, node, path, &space.owner, props))
+        Ok(convert::node(
+            self.name,
+            node.clone(),
+            path,
+            &space.owner,
+            props,
+        ))
     }
 
     pub(crate) fn node_message(&self, node: &StoreNode, path: String, owner: &str) -> Node {
-        convert::node(self.name, node, path, owner, Vec::new())
+        convert::node(self.name, node.clone(), path, owner, Vec::new())
     }
 }
 
@@ -544,25 +601,25 @@ impl Storage for Provider {
         } else {
             Vec::new()
         };
+        // Each child's dead properties, found by id in one pass over them all.
+        let mut by_child: HashMap<String, Vec<_>> = HashMap::new();
+        for (id, prop) in props.drain(..) {
+            by_child.entry(id).or_default().push(prop);
+        }
+        let shared = perm.child().shared();
         let children = children
-            .iter()
+            .into_iter()
             .map(|c| {
-                let mine: Vec<_> = if props.is_empty() {
-                    Vec::new()
-                } else {
-                    let (m, rest): (Vec<_>, Vec<_>) =
-                        props.drain(..).partition(|(id, _)| *id == c.id);
-                    props = rest;
-                    m.into_iter().map(|(_, p)| p).collect()
-                };
+                let mine = by_child.remove(&c.id).unwrap_or_default();
                 let child = child_path(&path, &c.name);
-                let mut m = convert::node(self.name, c, child.clone(), &space.owner, mine);
-                m.shared_permissions = perm.child().shared();
-                m.locks = locks
+                let locks: Vec<_> = locks
                     .iter()
                     .filter(|l| l.covers(&child))
                     .map(active_lock)
                     .collect();
+                let mut m = convert::node(self.name, c, child, &space.owner, mine);
+                m.shared_permissions = shared;
+                m.locks = locks;
                 m
             })
             .collect();
@@ -829,10 +886,21 @@ impl Storage for Provider {
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, parent, mut name, mut path, perm) =
-            self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
-        arca_store::validate_name(&name).map_err(status)?;
-        let mut found = self.store.child(&parent.id, &name).await;
+        let (space, parent, mut name, mut path, perm, mut found, locks_possible) =
+            match self.personal_entry(who, r.r#ref.as_ref()).await? {
+                Some((space, parent, name, path, child)) => {
+                    let (child, locks) = child;
+                    let found = child.ok_or(arca_store::StoreError::NotFound);
+                    (space, parent, name, path, grants::Perm::OWNER, found, locks)
+                }
+                None => {
+                    let (space, parent, name, path, perm) =
+                        self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
+                    arca_store::validate_name(&name).map_err(status)?;
+                    let found = self.store.child(&parent.id, &name).await;
+                    (space, parent, name, path, perm, found, true)
+                }
+            };
         // Upload-only: a taken name is neither replaced nor revealed (grants::free_name).
         let blind = grants::blind(&perm);
         if blind && found.is_ok() {
@@ -858,8 +926,11 @@ impl Storage for Provider {
         } else {
             Touch::Member
         };
-        self.check_locks(who, &space.id, &path, touch, &r.lock_tokens)
-            .await?;
+        // A space without a single lock row has no lock to satisfy.
+        if locks_possible {
+            self.check_locks(who, &space.id, &path, touch, &r.lock_tokens)
+                .await?;
+        }
         // Fail fast on preconditions the commit would refuse anyway, before any byte moves.
         match &existing {
             Some(_) if r.if_none_match_any => {
@@ -912,6 +983,8 @@ impl Storage for Provider {
             node: node.id.clone(),
             path: path.clone(),
             owner: space.owner.clone(),
+            blob: node.blob_id().unwrap_or_default().to_owned(),
+            size: node.size,
         };
         Ok(Response::new(Transfer {
             provider: self.name.to_owned(),

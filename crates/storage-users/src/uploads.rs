@@ -1,44 +1,42 @@
-//! Resumable uploads (TUS 1.0.0) on the provider's side: the partial bytes and a small record
-//! per upload under `data_dir/storage-users/uploads`, the `/tus/{token}` data path that takes
-//! `PATCH` (append a chunk), `HEAD` (where is it) and `DELETE` (termination), the commit of a
-//! complete upload through the store (the same atomic write as a PUT: blob synced before the
-//! metadata points at it, previous version intact on failure, etags propagated, checksums
-//! computed), and the sweep that removes expired uploads.
+//! Resumable uploads (TUS 1.0.0) on the provider's side: the `/tus/{token}` data path that
+//! takes `PATCH` (append a chunk), `HEAD` (where is it) and `DELETE` (termination), the commit
+//! of a complete upload, and the sweep that removes expired uploads.
 //!
-//! Durability: a record's `offset` only ever counts bytes that are synced to disk. A PATCH
-//! appends to `ID.bin`, syncs it, then replaces `ID.info` atomically (write, sync, rename);
-//! a chunk that completes the upload goes straight into the store's
-//! commit instead, and is made durable here only if that commit fails. A process killed
-//! mid-PATCH leaves a `.bin` longer than its record says; the next PATCH cuts it back to the
-//! recorded offset before appending, so no unsynced byte is ever committed. A client that drops its connection mid-chunk keeps what arrived (TUS core:
-//! the server should store as much as it received), unless the chunk carried an
-//! `Upload-Checksum` that can no longer be verified.
+//! The state is the store's ([`arca_store::Upload`]): the record in the shared metadata
+//! database, each PATCH's bytes as one part object in the blob store. So every storage-users
+//! instance sharing the database and blob store serves every upload, and an upload outlives
+//! the instance it began on (issue 7: a rolling restart loses no upload).
 //!
-//! Uploads live on this process's disk, so they survive its restart but not the loss of the
-//! disk. The URL token (signed with the process's [`TokenSigner`](arca_runtime::TokenSigner))
-//! names the upload, the user who created it and its target: it authorises that one upload
-//! and nothing else, and expires with it.
+//! Durability: the offset only ever counts bytes of parts that are stored durably (the part
+//! is completed, then the offset moves by compare-and-set in the database). A client that
+//! drops its connection mid-chunk keeps what arrived (TUS core: the server should store as
+//! much as it received), unless the chunk carried an `Upload-Checksum` that can no longer be
+//! verified. Two PATCHes at one offset (two instances, a client retrying): one counts, the
+//! other is answered 409 with the offset that won; a PATCH on an upload whose commit is
+//! running is answered 423. The commit is the store's atomic write, as for a PUT (blob durable
+//! before the metadata points at it, previous version intact on failure, etags propagated,
+//! checksums computed).
+//!
+//! The URL token (signed with the deployment's [`TokenSigner`](arca_runtime::TokenSigner),
+//! the same secret in every process) names the upload, the user who created it and its
+//! target: it authorises that one upload and nothing else, and expires with it.
 
-use std::collections::{HashMap, HashSet};
-use std::io;
-use std::path::{Path as FsPath, PathBuf};
-use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
 use arca_proto::v1::{InitiateUploadRequest, Node, Transfer};
-use arca_runtime::Identity;
-use arca_store::{Node as StoreNode, PutOptions, Space as StoreSpace, StoreError};
+use arca_runtime::{Identity, Lease};
+use arca_store::{
+    Appended, Node as StoreNode, PutOptions, Space as StoreSpace, Store, StoreError, Upload,
+};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use bytes::{Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use sha1::Digest as _;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tonic::Status;
 
 use crate::data::{NODE_HEADER, node_header};
@@ -48,19 +46,11 @@ use crate::provider::{Provider, mtime};
 pub(crate) const TUS_PURPOSE: &str = "tus";
 /// TUS core: every PATCH body has this type (§ PATCH).
 const OFFSET_STREAM: &str = "application/offset+octet-stream";
-/// Body bytes gathered before one write: request bodies arrive in small frames.
-const WRITE_BUFFER: usize = 1 << 20;
-/// Read size when a complete upload streams into the store.
-const READ_CHUNK: usize = 256 << 10;
 /// TUS checksum extension: "460 Checksum Mismatch" for a chunk that fails its checksum.
 const CHECKSUM_MISMATCH: u16 = 460;
-/// How long a request waits for another one on the same upload to finish. A PATCH whose client
-/// vanished without closing its connection holds the upload until the connection times out;
-/// past this wait the request is refused (423) rather than hung.
-const BUSY_WAIT: Duration = Duration::from_secs(30);
-/// A `.bin` without a record, or a half-written record, is garbage once this old (younger ones
-/// may belong to a request in progress).
-const STRAY_MIN_AGE: Duration = Duration::from_secs(60);
+/// A part object that no upload lists is garbage once this old (younger ones may belong to a
+/// PATCH between storing its part and recording it).
+const STRAY_MIN_AGE_MS: i64 = 10 * 60 * 1000;
 
 static TUS_RESUMABLE: HeaderName = HeaderName::from_static("tus-resumable");
 static UPLOAD_OFFSET: HeaderName = HeaderName::from_static("upload-offset");
@@ -78,32 +68,6 @@ pub(crate) struct TusGrant {
     path: String,
 }
 
-/// One upload's state, as `ID.info` holds it (JSON).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Record {
-    id: String,
-    /// The user who created it; only their token reaches it.
-    user: String,
-    /// Store ids of the space and of the directory the file goes in.
-    space: String,
-    parent: String,
-    name: String,
-    /// The target path inside the space.
-    path: String,
-    /// The space owner, for the node answered on completion.
-    owner: String,
-    length: u64,
-    /// Bytes received and synced.
-    offset: u64,
-    /// Etag the existing file must still have at commit; empty: no condition.
-    #[serde(default)]
-    if_match: String,
-    #[serde(default)]
-    mtime_ns: i64,
-    /// Unix seconds; the upload is gone after this.
-    expires: u64,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum UploadError {
     #[error("no such upload (unknown, expired, finished or terminated)")]
@@ -118,14 +82,8 @@ pub(crate) enum UploadError {
     ChecksumMismatch,
     #[error("the chunk goes past Upload-Length ({0} bytes); it was discarded")]
     TooLong(u64),
-    #[error("another request is writing this upload")]
-    Busy,
     #[error("reading the chunk failed: {0}")]
     Body(String),
-    #[error("upload storage: {0}")]
-    Io(#[from] io::Error),
-    #[error("upload record {0}: {1}")]
-    Record(String, String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -141,8 +99,6 @@ impl UploadError {
                 StatusCode::from_u16(CHECKSUM_MISMATCH).unwrap_or(StatusCode::BAD_REQUEST)
             }
             UploadError::TooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            UploadError::Busy => StatusCode::LOCKED,
-            UploadError::Io(_) | UploadError::Record(..) => StatusCode::INTERNAL_SERVER_ERROR,
             UploadError::Store(e) => match e {
                 StoreError::NotFound
                 | StoreError::Conflict
@@ -152,6 +108,7 @@ impl UploadError {
                     StatusCode::PRECONDITION_FAILED
                 }
                 StoreError::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
+                // Another request is committing this upload.
                 StoreError::Locked => StatusCode::LOCKED,
                 StoreError::InvalidName { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -194,18 +151,11 @@ impl UploadError {
     }
 }
 
-/// The uploads of this process: their directory, their lifetime, and who is writing which.
+/// The uploads of the provider's store, and how long each lives.
 #[derive(Clone)]
 pub(crate) struct Uploads {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    dir: PathBuf,
+    store: Store,
     expiration: Duration,
-    /// One async lock per upload in use: requests on one upload run one at a time (two PATCHes
-    /// appending to one file at once would interleave bytes). Entries nobody holds are pruned.
-    busy: SyncMutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn now_secs() -> u64 {
@@ -214,132 +164,51 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Upload ids are 32 lowercase hex digits: nothing else ever becomes a file name here.
-fn is_upload_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// Writes `bytes` to `path` so that a reader sees either the old or the new content, never a
-/// mix or an empty file. The directory is not synced: after a power loss the rename may be
-/// undone, and the old record (an older offset, or no upload at all) is still true, only
-/// older. The client then resends more, or starts over; nothing wrong is ever committed.
-fn write_atomically(path: &FsPath, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("info.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, bytes)?;
-        f.sync_data()?;
-    }
-    std::fs::rename(&tmp, path)
-}
-
 impl Uploads {
-    /// The uploads kept in `dir` (created if missing), each living `expiration` from creation.
-    pub(crate) async fn open(dir: PathBuf, expiration: Duration) -> io::Result<Self> {
-        tokio::fs::create_dir_all(&dir)
-            .await
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                dir,
-                expiration,
-                busy: SyncMutex::new(HashMap::new()),
-            }),
-        })
+    /// The uploads kept in `store`, each living `expiration` from creation.
+    pub(crate) fn new(store: Store, expiration: Duration) -> Self {
+        Self { store, expiration }
     }
 
-    fn info_path(&self, id: &str) -> PathBuf {
-        self.inner.dir.join(format!("{id}.info"))
-    }
-
-    fn bin_path(&self, id: &str) -> PathBuf {
-        self.inner.dir.join(format!("{id}.bin"))
-    }
-
-    fn lock_of(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut busy = self
-            .inner
-            .busy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Only the map holds an idle entry; a holder or waiter has its own clone.
-        busy.retain(|_, l| Arc::strong_count(l) > 1);
-        busy.entry(id.to_owned()).or_default().clone()
-    }
-
-    async fn load(&self, id: &str) -> Result<Option<Record>, UploadError> {
-        let bytes = match tokio::fs::read(self.info_path(id)).await {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| UploadError::Record(id.to_owned(), e.to_string()))
-    }
-
-    async fn save(&self, record: &Record) -> Result<(), UploadError> {
-        let bytes = serde_json::to_vec(record)
-            .map_err(|e| UploadError::Record(record.id.clone(), e.to_string()))?;
-        let path = self.info_path(&record.id);
-        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))??;
-        Ok(())
-    }
-
-    /// Removes an upload: the record first, so that from then on it does not exist; a crash
-    /// before the bytes go leaves a stray `.bin` for the sweep.
-    async fn remove(&self, id: &str) {
-        for path in [self.info_path(id), self.bin_path(id)] {
-            match tokio::fs::remove_file(&path).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "removing an upload"),
-            }
-        }
-    }
-
-    /// The live record a grant names. Anything that does not match exactly is "not found":
+    /// The live upload a grant names. Anything that does not match exactly is "not found":
     /// a token never reaches an upload it was not issued for.
-    async fn record_for(&self, grant: &TusGrant) -> Result<Record, UploadError> {
-        if !is_upload_id(&grant.upload) {
+    async fn record_for(&self, grant: &TusGrant) -> Result<Upload, UploadError> {
+        if !Upload::is_id(&grant.upload) {
             return Err(UploadError::NotFound);
         }
         let record = self
-            .load(&grant.upload)
+            .store
+            .upload(&grant.upload)
             .await?
             .ok_or(UploadError::NotFound)?;
-        if record.user != grant.user || record.space != grant.space || record.path != grant.path {
+        if record.user != grant.user || record.space_id != grant.space || record.path != grant.path
+        {
             return Err(UploadError::NotFound);
         }
         if record.expires <= now_secs() {
-            self.remove(&record.id).await;
+            if let Err(e) = self.store.remove_upload(&record.id).await {
+                tracing::warn!(upload = %record.id, error = %e, "removing an expired upload");
+            }
             return Err(UploadError::NotFound);
         }
         Ok(record)
     }
 
-    /// Appends one chunk at `record.offset`. Returns the synced offset reached, and the error
-    /// that stopped the chunk if any (the bytes before it are kept unless a checksum was asked).
+    /// Appends one chunk at `record.offset` as one part. Returns what became of the part
+    /// (`None`: nothing was stored), and the error that stopped the chunk if any (the bytes
+    /// before it are kept unless a checksum was asked).
     async fn append(
         &self,
-        record: &Record,
+        record: &Upload,
         body: Body,
         checksum: Option<(ChunkHasher, Vec<u8>)>,
-    ) -> (u64, Option<UploadError>) {
-        let start = record.offset;
-        let mut file = match self.open_at(record).await {
-            Ok(f) => f,
-            Err(e) => return (start, Some(e.into())),
-        };
+    ) -> (Option<Appended>, Option<UploadError>) {
         let (mut hasher, expected) = match checksum {
             Some((h, e)) => (Some(h), Some(e)),
             None => (None, None),
         };
-        let room = record.length - start;
-        let mut received: u64 = 0;
-        let mut buffer = BytesMut::new();
+        let room = record.length - record.offset;
+        let mut part = self.store.upload_part(record);
         let mut stream = body.into_data_stream();
         let mut failure = None;
         while let Some(frame) = stream.next().await {
@@ -350,18 +219,14 @@ impl Uploads {
                     break;
                 }
             };
-            received += chunk.len() as u64;
-            if received > room {
+            if part.size() + chunk.len() as u64 > room {
                 failure = Some(UploadError::TooLong(record.length));
                 break;
             }
             if let Some(h) = hasher.as_mut() {
                 h.update(&chunk);
             }
-            buffer.extend_from_slice(&chunk);
-            if buffer.len() >= WRITE_BUFFER
-                && let Err(e) = file.write_all(&buffer.split()).await
-            {
+            if let Err(e) = part.write(chunk).await {
                 failure = Some(e.into());
                 break;
             }
@@ -380,118 +245,45 @@ impl Uploads {
             Some(_) => false,
         };
         if !keep {
-            // The record still says `start`; the next PATCH cuts the file back to it anyway,
-            // this only frees the space now.
-            let _ = file.set_len(start).await;
-            return (start, failure);
+            part.abort().await;
+            return (None, failure);
         }
-        let reached = start + received;
-        // A chunk that completes the upload is committed at once, read back from the page
-        // cache into a blob the store syncs: syncing it here too would only cost. Should the
-        // commit not happen now, `persist` makes it durable first.
-        let complete = failure.is_none() && reached == record.length;
-        let written = async {
-            file.write_all(&buffer).await?;
-            file.flush().await?;
-            if !complete {
-                file.sync_data().await?;
-            }
-            Ok::<_, io::Error>(())
-        }
-        .await;
-        match written {
-            Ok(()) => (reached, failure),
-            Err(e) => (start, Some(e.into())),
+        match self.store.append_upload_part(part).await {
+            Ok(appended) => (Some(appended), failure),
+            Err(e) => (None, Some(e.into())),
         }
     }
 
-    /// Syncs the bytes a record counts, then the record: after a complete chunk whose commit
-    /// failed, so that the client can retry the commit later, even after a crash.
-    async fn persist(&self, record: &Record) -> Result<(), UploadError> {
-        tokio::fs::File::open(self.bin_path(&record.id))
-            .await?
-            .sync_data()
-            .await?;
-        self.save(record).await
+    /// Removes expired uploads and stray parts; returns how many uploads went.
+    pub(crate) async fn sweep(&self) -> Result<u64, StoreError> {
+        self.store
+            .expire_uploads(now_secs(), STRAY_MIN_AGE_MS)
+            .await
     }
 
-    /// The upload's file, cut back to the record's offset (whatever lies past it was never
-    /// synced and recorded) and positioned there.
-    async fn open_at(&self, record: &Record) -> io::Result<tokio::fs::File> {
-        let mut file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.bin_path(&record.id))
-            .await?;
-        file.set_len(record.offset).await?;
-        file.seek(io::SeekFrom::Start(record.offset)).await?;
-        Ok(file)
-    }
-
-    /// Removes expired uploads and stray files; returns how many uploads went.
-    pub(crate) async fn sweep(&self) -> io::Result<usize> {
-        let now = now_secs();
-        let mut records = HashSet::new();
-        let mut others = Vec::new();
-        let mut entries = tokio::fs::read_dir(&self.inner.dir).await?;
-        while let Some(entry) = entries.next_entry().await? {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            match name.strip_suffix(".info") {
-                Some(id) if is_upload_id(id) => {
-                    records.insert(id.to_owned());
-                }
-                _ => others.push((name, entry.path())),
-            }
-        }
-        let mut removed = 0;
-        for id in &records {
-            let lock = self.lock_of(id);
-            // An upload a request is using is not abandoned; the next sweep looks again.
-            let Ok(_held) = lock.try_lock() else { continue };
-            match self.load(id).await {
-                Ok(Some(r)) if r.expires > now => continue,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(upload = %id, error = %e, "removing an unreadable upload"),
-            }
-            self.remove(id).await;
-            removed += 1;
-        }
-        for (name, path) in others {
-            let owned = name
-                .strip_suffix(".bin")
-                .is_some_and(|id| records.contains(id));
-            if owned {
-                continue;
-            }
-            let old = tokio::fs::metadata(&path)
-                .await
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= STRAY_MIN_AGE);
-            if old && let Err(e) = tokio::fs::remove_file(&path).await {
-                tracing::warn!(path = %path.display(), error = %e, "removing a stray upload file");
-            }
-        }
-        Ok(removed)
-    }
-
-    /// Sweeps now and then every quarter of the expiration (between 1 s and 10 min) until
-    /// `stop` completes.
-    pub(crate) async fn sweep_until(self, stop: impl Future<Output = ()>) {
-        let every =
-            (self.inner.expiration / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
+    /// While this instance holds `lease` (one sweeper per deployment: the uploads are
+    /// shared), sweeps at once and then every quarter of the expiration (between 1 s and
+    /// 10 min), until `stop` completes.
+    pub(crate) async fn sweep_until(self, lease: Lease, stop: impl Future<Output = ()>) {
+        let every = (self.expiration / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
         let mut stop = std::pin::pin!(stop);
-        loop {
-            match self.sweep().await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(removed = n, "removed expired uploads"),
-                Err(e) => tracing::warn!(error = %e, "sweeping expired uploads failed"),
-            }
-            tokio::select! {
-                () = &mut stop => return,
-                () = tokio::time::sleep(every) => {}
+        while let Some(guard) = lease.acquired().await {
+            loop {
+                // A sweep that started is finished even if the lease is lost meanwhile: every
+                // removal in it is idempotent, and the next holder's first sweep repeats it.
+                match self.sweep().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "removed expired uploads"),
+                    Err(e) => tracing::warn!(error = %e, "sweeping expired uploads failed"),
+                }
+                tokio::select! {
+                    () = &mut stop => {
+                        guard.release().await;
+                        return;
+                    }
+                    () = guard.lost() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
             }
         }
     }
@@ -549,19 +341,7 @@ fn parse_offset(headers: &HeaderMap) -> Result<u64, UploadError> {
         .ok_or_else(|| UploadError::BadRequest("Upload-Offset missing or not a number".into()))
 }
 
-/// A file's bytes as a body stream for the store.
-fn read_stream<R>(reader: R) -> impl Stream<Item = io::Result<Bytes>> + Send
-where
-    R: AsyncRead + Unpin + Send,
-{
-    futures::stream::try_unfold(reader, |mut r| async move {
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        let n = r.read_buf(&mut buf).await?;
-        Ok((n > 0).then(|| (buf.freeze(), r)))
-    })
-}
-
-fn tus_headers(h: &mut HeaderMap, record: &Record) {
+fn tus_headers(h: &mut HeaderMap, record: &Upload) {
     h.insert(TUS_RESUMABLE.clone(), HeaderValue::from_static("1.0.0"));
     h.insert(UPLOAD_OFFSET.clone(), HeaderValue::from(record.offset));
     h.insert(UPLOAD_EXPIRES.clone(), HeaderValue::from(record.expires));
@@ -593,13 +373,13 @@ impl Provider {
             }
         }
         let now = now_secs();
-        let ttl = self.uploads.inner.expiration.as_secs().max(1);
+        let ttl = self.uploads.expiration.as_secs().max(1);
         let if_match = r.if_match.trim().trim_matches('"');
-        let record = Record {
-            id: format!("{:032x}", rand::random::<u128>()),
+        let record = Upload {
+            id: Upload::new_id(),
             user: who.id.clone(),
-            space: space.id.clone(),
-            parent: parent.id.clone(),
+            space_id: space.id.clone(),
+            parent_id: parent.id.clone(),
             name,
             path,
             owner: space.owner.clone(),
@@ -613,14 +393,14 @@ impl Provider {
             mtime_ns: r.mtime_ns,
             expires: now + ttl,
         };
-        self.uploads.save(&record).await.map_err(|e| {
+        self.store.create_upload(&record).await.map_err(|e| {
             tracing::error!(error = %e, "creating an upload");
             ErrorKind::Internal.status("cannot create the upload")
         })?;
         let grant = TusGrant {
             upload: record.id.clone(),
             user: record.user.clone(),
-            space: record.space.clone(),
+            space: record.space_id.clone(),
             path: record.path.clone(),
         };
         Ok(Transfer {
@@ -640,25 +420,14 @@ impl Provider {
             .map_err(|_| UploadError::NotFound)
     }
 
-    /// Waits for other requests on the upload to finish, up to [`BUSY_WAIT`].
-    async fn hold(
-        &self,
-        grant: &TusGrant,
-    ) -> Result<tokio::sync::OwnedMutexGuard<()>, UploadError> {
-        let lock = self.uploads.lock_of(&grant.upload);
-        tokio::time::timeout(BUSY_WAIT, lock.lock_owned())
-            .await
-            .map_err(|_| UploadError::Busy)
-    }
-
-    /// One PATCH: append, record, and commit once complete. Returns the record as it stands
-    /// and the committed node when this request completed the upload.
+    /// One PATCH: append, and commit once complete. Returns the record as it stands and the
+    /// committed node when this request completed the upload.
     async fn patch_upload(
         &self,
         token: &str,
         headers: &HeaderMap,
         body: Body,
-    ) -> Result<(Record, Option<StoreNode>), (UploadError, Option<u64>)> {
+    ) -> Result<(Upload, Option<StoreNode>), (UploadError, Option<u64>)> {
         let grant = self.grant(token).map_err(|e| (e, None))?;
         let is_stream = headers
             .get(header::CONTENT_TYPE)
@@ -670,7 +439,6 @@ impl Provider {
         }
         let given = parse_offset(headers).map_err(|e| (e, None))?;
         let checksum = parse_checksum(headers).map_err(|e| (e, None))?;
-        let _held = self.hold(&grant).await.map_err(|e| (e, None))?;
         let mut record = self
             .uploads
             .record_for(&grant)
@@ -685,32 +453,29 @@ impl Provider {
                 None,
             ));
         }
-        let before = record.offset;
-        let (reached, failure) = self.uploads.append(&record, body, checksum).await;
-        record.offset = reached;
-        if failure.is_some() || reached < record.length {
-            // Incomplete: the bytes that arrived are synced; now the record says so.
-            if reached != before
-                && let Err(e) = self.uploads.save(&record).await
-            {
-                return Err((e, Some(before)));
+        let (appended, failure) = self.uploads.append(&record, body, checksum).await;
+        match appended {
+            Some(Appended::At(offset)) => record.offset = offset,
+            // Another PATCH at the same offset counted first: this one's bytes were dropped.
+            Some(Appended::Moved(current)) => {
+                return Err((UploadError::OffsetMismatch { given, current }, None));
             }
-            return match failure {
-                Some(e) => Err((e, Some(record.offset))),
-                None => Ok((record, None)),
-            };
+            Some(Appended::Gone) => return Err((UploadError::NotFound, None)),
+            None => {}
+        }
+        if let Some(e) = failure {
+            return Err((e, Some(record.offset)));
+        }
+        if record.offset < record.length {
+            return Ok((record, None));
         }
         match self.commit(&record).await {
-            Ok(node) => {
-                self.uploads.remove(&record.id).await;
-                Ok((record, Some(node)))
-            }
+            Ok(node) => Ok((record, Some(node))),
             Err(e) => {
-                if e.is_final() {
-                    self.uploads.remove(&record.id).await;
-                } else if let Err(p) = self.uploads.persist(&record).await {
-                    tracing::warn!(upload = %record.id, error = %p, "keeping a complete upload");
-                    return Err((e, Some(before)));
+                if e.is_final()
+                    && let Err(r) = self.store.remove_upload(&record.id).await
+                {
+                    tracing::warn!(upload = %record.id, error = %r, "removing a doomed upload");
                 }
                 Err((e, Some(record.offset)))
             }
@@ -718,8 +483,7 @@ impl Provider {
     }
 
     /// The complete upload becomes the file, through the same write a PUT makes.
-    async fn commit(&self, record: &Record) -> Result<StoreNode, UploadError> {
-        let file = tokio::fs::File::open(self.uploads.bin_path(&record.id)).await?;
+    async fn commit(&self, record: &Upload) -> Result<StoreNode, UploadError> {
         let opts = PutOptions {
             if_match: (!record.if_match.is_empty()).then(|| record.if_match.clone()),
             if_none_match_any: false,
@@ -727,12 +491,7 @@ impl Provider {
             expected_checksum: None,
             content_length: Some(record.length),
         };
-        // `take`: bytes past the length can only be a leftover; the store refuses a mismatch.
-        let stream = read_stream(file.take(record.length));
-        Ok(self
-            .store
-            .put_file(&record.parent, &record.name, stream, opts)
-            .await?)
+        Ok(self.store.commit_upload(record, opts).await?)
     }
 }
 
@@ -760,11 +519,11 @@ pub(crate) async fn patch(
     }
 }
 
-/// `HEAD /tus/{token}`: where the upload stands (TUS core § HEAD).
+/// `HEAD /tus/{token}`: where the upload stands (TUS core § HEAD): the durable offset, also
+/// while a PATCH on it is still receiving.
 pub(crate) async fn head(State(p): State<Provider>, Path(token): Path<String>) -> Response {
     let answer = async {
         let grant = p.grant(&token)?;
-        let _held = p.hold(&grant).await?;
         p.uploads.record_for(&grant).await
     };
     match answer.await {
@@ -794,9 +553,10 @@ pub(crate) async fn head(State(p): State<Provider>, Path(token): Path<String>) -
 pub(crate) async fn terminate(State(p): State<Provider>, Path(token): Path<String>) -> Response {
     let answer = async {
         let grant = p.grant(&token)?;
-        let _held = p.hold(&grant).await?;
         let record = p.uploads.record_for(&grant).await?;
-        p.uploads.remove(&record.id).await;
+        if !p.store.remove_upload(&record.id).await? {
+            return Err(UploadError::NotFound);
+        }
         Ok::<_, UploadError>(())
     };
     match answer.await {
@@ -812,14 +572,27 @@ pub(crate) async fn terminate(State(p): State<Provider>, Path(token): Path<Strin
 
 #[cfg(test)]
 mod tests {
+    use arca_store::StoreConfig;
+    use bytes::Bytes;
+
     use super::*;
 
-    fn record(id: &str, expires: u64) -> Record {
-        Record {
-            id: id.to_owned(),
+    async fn uploads() -> (tempfile::TempDir, Uploads, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("m.db").display());
+        let store = Store::open(StoreConfig::new(url, dir.path().join("blobs")))
+            .await
+            .unwrap();
+        let root = store.personal_space("u").await.unwrap().root_id;
+        (dir, Uploads::new(store, Duration::from_secs(60)), root)
+    }
+
+    fn record(root: &str, expires: u64) -> Upload {
+        Upload {
+            id: Upload::new_id(),
             user: "u".into(),
-            space: "s".into(),
-            parent: "p".into(),
+            space_id: root.into(),
+            parent_id: root.into(),
             name: "f.bin".into(),
             path: "/f.bin".into(),
             owner: "u".into(),
@@ -831,95 +604,87 @@ mod tests {
         }
     }
 
-    fn grant(r: &Record) -> TusGrant {
+    fn grant(r: &Upload) -> TusGrant {
         TusGrant {
             upload: r.id.clone(),
             user: r.user.clone(),
-            space: r.space.clone(),
+            space: r.space_id.clone(),
             path: r.path.clone(),
         }
     }
 
-    async fn uploads() -> (tempfile::TempDir, Uploads) {
-        let dir = tempfile::tempdir().unwrap();
-        let u = Uploads::open(dir.path().join("uploads"), Duration::from_secs(60))
-            .await
-            .unwrap();
-        (dir, u)
-    }
-
     fn body(parts: &[&'static [u8]]) -> Body {
-        let frames: Vec<Result<Bytes, io::Error>> =
+        let frames: Vec<Result<Bytes, std::io::Error>> =
             parts.iter().map(|p| Ok(Bytes::from_static(p))).collect();
         Body::from_stream(futures::stream::iter(frames))
     }
 
+    /// Bytes, then the connection breaks.
+    fn cut_body(part: &'static [u8]) -> Body {
+        let frames: Vec<Result<Bytes, std::io::Error>> = vec![
+            Ok(Bytes::from_static(part)),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "gone",
+            )),
+        ];
+        Body::from_stream(futures::stream::iter(frames))
+    }
+
     #[tokio::test]
-    async fn records_survive_a_reload_and_match_only_their_grant() {
-        let (_d, u) = uploads().await;
-        let r = record(&"a".repeat(32), now_secs() + 60);
-        u.save(&r).await.unwrap();
-        let again = Uploads::open(u.inner.dir.clone(), Duration::from_secs(60))
-            .await
-            .unwrap();
-        assert_eq!(again.record_for(&grant(&r)).await.unwrap().length, 10);
+    async fn records_match_only_their_grant_and_expire() {
+        let (_d, u, root) = uploads().await;
+        let r = record(&root, now_secs() + 60);
+        u.store.create_upload(&r).await.unwrap();
+        assert_eq!(u.record_for(&grant(&r)).await.unwrap().length, 10);
         let mut other = grant(&r);
         other.user = "someone-else".into();
         assert!(matches!(
-            again.record_for(&other).await,
+            u.record_for(&other).await,
             Err(UploadError::NotFound)
         ));
         let mut bad = grant(&r);
         bad.upload = "../../etc/passwd".into();
         assert!(matches!(
-            again.record_for(&bad).await,
+            u.record_for(&bad).await,
             Err(UploadError::NotFound)
         ));
+        let old = record(&root, now_secs().saturating_sub(1));
+        u.store.create_upload(&old).await.unwrap();
+        assert!(matches!(
+            u.record_for(&grant(&old)).await,
+            Err(UploadError::NotFound)
+        ));
+        assert!(u.store.upload(&old.id).await.unwrap().is_none(), "removed");
     }
 
     #[tokio::test]
-    async fn an_unsynced_tail_is_cut_and_a_bad_chunk_is_discarded() {
-        let (_d, u) = uploads().await;
-        let mut r = record(&"b".repeat(32), now_secs() + 60);
-        let (reached, err) = u.append(&r, body(&[b"hel", b"lo"]), None).await;
-        assert!(err.is_none());
-        assert_eq!(reached, 5);
-        r.offset = 5;
-        // Bytes past the record (a crash before the record was saved) are cut off.
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(u.bin_path(&r.id))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, b"junk"))
-            .unwrap();
-        let sha1_of_world = sha1::Sha1::digest(b"world").to_vec();
+    async fn a_cut_chunk_keeps_what_arrived_and_a_bad_chunk_is_discarded() {
+        let (_d, u, root) = uploads().await;
+        let mut r = record(&root, now_secs() + 60);
+        u.store.create_upload(&r).await.unwrap();
+        let (got, err) = u.append(&r, cut_body(b"hel"), None).await;
+        assert_eq!(got, Some(Appended::At(3)));
+        assert!(matches!(err, Some(UploadError::Body(_))));
+        r.offset = 3;
+        let sha1_of_lo = sha1::Sha1::digest(b"lo").to_vec();
         let wrong = (ChunkHasher::Sha1(sha1::Sha1::new()), vec![0u8; 20]);
-        let (reached, err) = u.append(&r, body(&[b"world"]), Some(wrong)).await;
-        assert_eq!(reached, 5);
+        let (got, err) = u.append(&r, body(&[b"lo"]), Some(wrong)).await;
+        assert_eq!(got, None);
         assert!(matches!(err, Some(UploadError::ChecksumMismatch)));
-        let right = (ChunkHasher::Sha1(sha1::Sha1::new()), sha1_of_world);
-        let (reached, err) = u.append(&r, body(&[b"wor", b"ld"]), Some(right)).await;
+        // With a checksum, a cut chunk cannot be verified: nothing of it is kept.
+        let right = (ChunkHasher::Sha1(sha1::Sha1::new()), sha1_of_lo.clone());
+        let (got, _) = u.append(&r, cut_body(b"l"), Some(right)).await;
+        assert_eq!(got, None);
+        let right = (ChunkHasher::Sha1(sha1::Sha1::new()), sha1_of_lo);
+        let (got, err) = u.append(&r, body(&[b"l", b"o"]), Some(right)).await;
         assert!(err.is_none(), "{err:?}");
-        assert_eq!(reached, 10);
-        assert_eq!(std::fs::read(u.bin_path(&r.id)).unwrap(), b"helloworld");
-        r.offset = 10;
-        let (reached, err) = u.append(&r, body(&[b"x"]), None).await;
-        assert_eq!(reached, 10);
+        assert_eq!(got, Some(Appended::At(5)));
+        r.offset = 5;
+        let (got, err) = u.append(&r, body(&[b"world", b"!"]), None).await;
+        assert_eq!(got, None);
         assert!(matches!(err, Some(UploadError::TooLong(10))));
-    }
-
-    #[tokio::test]
-    async fn sweeping_removes_expired_uploads_only() {
-        let (_d, u) = uploads().await;
-        let live = record(&"c".repeat(32), now_secs() + 60);
-        let dead = record(&"d".repeat(32), now_secs().saturating_sub(1));
-        for r in [&live, &dead] {
-            u.save(r).await.unwrap();
-            let (_, err) = u.append(r, body(&[b"abc"]), None).await;
-            assert!(err.is_none());
-        }
-        assert_eq!(u.sweep().await.unwrap(), 1);
-        assert!(u.info_path(&live.id).exists() && u.bin_path(&live.id).exists());
-        assert!(!u.info_path(&dead.id).exists() && !u.bin_path(&dead.id).exists());
+        assert_eq!(u.store.upload(&r.id).await.unwrap().unwrap().offset, 5);
     }
 
     #[test]

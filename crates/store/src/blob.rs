@@ -298,6 +298,9 @@ impl BlobStore {
         id: &str,
         range: Option<(u64, u64)>,
     ) -> Result<BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
+        if let Some(root) = &self.local_root {
+            return local_read(root.join(Self::key(id).as_ref()), range).await;
+        }
         let opts = GetOptions {
             range: range.map(|(start, end)| GetRange::Bounded(start..end)),
             ..GetOptions::default()
@@ -305,7 +308,9 @@ impl BlobStore {
         let got = self.store.get_opts(&Self::key(id), opts).await?;
         let range = got.range.clone();
         Ok(match got.payload {
-            GetResultPayload::File(file, _) => local_file_stream(file, range.start, range.end),
+            GetResultPayload::File(file, _) => {
+                local_file_stream(file, range.start, range.end, false)
+            }
             GetResultPayload::Stream(s) => s.map_err(StoreError::from).boxed(),
         })
     }
@@ -343,6 +348,83 @@ impl BlobStore {
         Ok(())
     }
 
+    /// Starts writing an object at `key`, outside the blob id namespace (resumable upload
+    /// parts: see `uploads`). Same durability as a blob once `finish` returns.
+    pub(crate) fn writer_at(&self, key: Path, size_hint: Option<u64>) -> BlobWriter {
+        BlobWriter {
+            store: Arc::clone(&self.store),
+            key,
+            part_size: self.part_size(size_hint),
+            state: WriterState::Buffering {
+                parts: Vec::new(),
+                len: 0,
+            },
+        }
+    }
+
+    /// Streams the whole object at `key` with bounded memory.
+    pub(crate) async fn read_at(
+        &self,
+        key: &Path,
+    ) -> Result<BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
+        let got = self.store.get_opts(key, GetOptions::default()).await?;
+        let range = got.range.clone();
+        Ok(match got.payload {
+            GetResultPayload::File(file, _) => {
+                local_file_stream(file, range.start, range.end, false)
+            }
+            GetResultPayload::Stream(s) => s.map_err(StoreError::from).boxed(),
+        })
+    }
+
+    /// Deletes the objects at `keys` (and a local staging leftover of each); missing ones are
+    /// fine.
+    pub(crate) async fn delete_at(&self, keys: &[Path]) -> Result<(), StoreError> {
+        let all: Vec<object_store::Result<Path>> = keys.iter().cloned().map(Ok).collect();
+        let mut results = self.store.delete_stream(stream::iter(all).boxed());
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(root) = &self.local_root {
+            for key in keys {
+                let path = root.join(key.as_ref());
+                let mut staging = path.clone().into_os_string();
+                staging.push("#1");
+                match tokio::fs::remove_file(&staging).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // Directories are not objects: one emptied here would stay forever. One that
+                // still holds something (or is gone already) is left as it is.
+                if let Some(dir) = path.parent()
+                    && dir != root.as_path()
+                {
+                    let _ = tokio::fs::remove_dir(dir).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The objects under `prefix` with their last-modified time (ms since the epoch).
+    pub(crate) async fn list_under(&self, prefix: &Path) -> Result<Vec<(Path, i64)>, StoreError> {
+        let mut out = Vec::new();
+        let mut listing = self.store.list(Some(prefix));
+        while let Some(meta) = listing.next().await {
+            match meta {
+                Ok(m) => out.push((m.location, m.last_modified.timestamp_millis())),
+                // A local directory that was never created holds nothing.
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether the blob exists (tests and diagnostics).
     #[cfg(test)]
     pub(crate) async fn exists(&self, id: &str) -> Result<bool, StoreError> {
@@ -361,14 +443,57 @@ impl BlobStore {
     }
 }
 
+/// Opens a local blob and reads its first chunk in one blocking task; the rest streams as
+/// [`local_file_stream`] reads it. object_store's `get_opts` would take one task to open and
+/// another for the first read: for the small files most requests fetch, that second hand-off
+/// between threads cost more than the read itself.
+async fn local_read(
+    path: PathBuf,
+    range: Option<(u64, u64)>,
+) -> Result<BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
+    let (file, start, end, first) = tokio::task::spawn_blocking(move || {
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            // The same error object_store gives for a missing object.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Blob(object_store::Error::NotFound {
+                    path: path.display().to_string(),
+                    source: Box::new(e),
+                }));
+            }
+            Err(e) => return Err(StoreError::Io(e)),
+        };
+        let len = file.metadata()?.len();
+        let (start, end) = match range {
+            None => (0, len),
+            Some((start, end)) if start <= end && start <= len => (start, end.min(len)),
+            Some(_) => return Err(StoreError::InvalidRange),
+        };
+        if start > 0 {
+            file.seek(SeekFrom::Start(start))?;
+        }
+        let want = usize::try_from((end - start).min(LOCAL_READ_CHUNK as u64))
+            .map_err(|_| StoreError::InvalidRange)?;
+        let mut buf = vec![0u8; want];
+        file.read_exact(&mut buf)?;
+        Ok((file, start, end, buf))
+    })
+    .await
+    .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    let next = start + first.len() as u64;
+    let head = stream::iter((!first.is_empty()).then(|| Ok(Bytes::from(first))));
+    Ok(head.chain(local_file_stream(file, next, end, true)).boxed())
+}
+
 /// Reads `start..end` of a local file in large chunks, one blocking read at a time, so memory
-/// stays at one chunk however large the file.
+/// stays at one chunk however large the file. `seeked`: the file is positioned at `start`.
 fn local_file_stream(
     file: std::fs::File,
     start: u64,
     end: u64,
+    seeked: bool,
 ) -> BoxStream<'static, Result<Bytes, StoreError>> {
-    let state = (Some(file), start, false);
+    let state = (Some(file), start, seeked);
     stream::try_unfold(state, move |(file, pos, seeked)| async move {
         let Some(mut file) = file else {
             return Ok(None);

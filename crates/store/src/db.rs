@@ -75,6 +75,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 "shares",
                 include_str!("../migrations/sqlite/0010_shares.sql"),
             ),
+            (
+                12,
+                "uploads",
+                include_str!("../migrations/sqlite/0012_uploads.sql"),
+            ),
         ],
         Dialect::Postgres => &[
             (
@@ -101,6 +106,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 10,
                 "shares",
                 include_str!("../migrations/postgres/0010_shares.sql"),
+            ),
+            (
+                12,
+                "uploads",
+                include_str!("../migrations/postgres/0012_uploads.sql"),
             ),
         ],
     };

@@ -72,8 +72,44 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// True when the disk (or a filesystem quota) is full somewhere under this error: the
+    /// client gets 507 Insufficient Storage, as for a space quota, not a 500.
+    pub fn is_storage_full(&self) -> bool {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && matches!(
+                    io.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                )
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+
     /// True when a database error is a unique-constraint violation (a lost creation race).
     pub(crate) fn is_unique_violation(&self) -> bool {
         matches!(self, StoreError::Db(sqlx::Error::Database(e)) if e.is_unique_violation())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_found_under_the_blob_stores_error() {
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let e = StoreError::Blob(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(full),
+        });
+        assert!(e.is_storage_full());
+        assert!(StoreError::Io(std::io::Error::from_raw_os_error(28)).is_storage_full());
+        assert!(!StoreError::Io(std::io::Error::other("x")).is_storage_full());
+        assert!(!StoreError::NotFound.is_storage_full());
     }
 }

@@ -37,6 +37,7 @@ mod model;
 mod names;
 mod shares;
 mod store;
+mod uploads;
 mod users;
 
 pub use apptokens::AppToken;
@@ -51,6 +52,7 @@ pub use names::validate_name;
 pub use shares::{ShareFilter, ShareRow};
 pub use store::{Download, Store, StoreConfig};
 pub use store::{SpaceDetails, SpaceUpdate};
+pub use uploads::{Appended, Upload, UploadPart};
 pub use users::User;
 
 /// Result alias used throughout the crate.

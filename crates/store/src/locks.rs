@@ -9,6 +9,7 @@ use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use crate::ids::now_ms;
+use crate::store::lock_space;
 use crate::{Result, Store, StoreError};
 
 /// An active lock.
@@ -98,10 +99,15 @@ impl Store {
     }
 
     /// Takes a lock unless it conflicts with a live one (§6.1: an exclusive lock conflicts with
-    /// any other; shared locks coexist). The check and the insert are one transaction.
+    /// any other; shared locks coexist). The check and the insert are one transaction, and it
+    /// holds the space's write lock: on PostgreSQL (read committed) two instances could
+    /// otherwise both find no conflict and both insert. `NotFound` if the space does not exist.
     pub async fn create_lock(&self, lock: &Lock) -> Result<()> {
         let mut w = self.db().begin_write().await?;
         let r = async {
+            // Serialises lock takers of one space, across instances, until the commit: the
+            // same row lock every tree write of the space takes (see `store`).
+            lock_space(w.conn(), &lock.space_id).await?;
             let now = now_ms();
             sqlx::query("DELETE FROM locks WHERE expires <> 0 AND expires <= $1")
                 .bind(now)

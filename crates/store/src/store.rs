@@ -8,6 +8,7 @@
 //! row first gives one lock order and no deadlocks. On SQLite writers are serialised globally
 //! (see `Db::write_lock`).
 
+mod commit;
 mod gc;
 mod props;
 mod put;
@@ -102,8 +103,10 @@ pub struct Store {
 }
 
 struct Inner {
-    db: Db,
+    db: Arc<Db>,
     blobs: BlobStore,
+    /// The writer task puts queue their metadata writes on (group commit, see `commit`).
+    committer: commit::Committer,
     default_personal_quota: Option<u64>,
 }
 
@@ -127,10 +130,12 @@ impl Store {
     /// Like [`Store::open`] with a blob store built by the caller; `cfg.blobs` is ignored.
     pub async fn open_with_blobs(cfg: StoreConfig, blobs: BlobStore) -> Result<Self> {
         blobs.check().await?;
-        let db = Db::open(&cfg.db_url, cfg.max_db_connections, &cfg.name).await?;
+        let db = Arc::new(Db::open(&cfg.db_url, cfg.max_db_connections, &cfg.name).await?);
+        let committer = commit::Committer::spawn(Arc::clone(&db));
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
+                committer,
                 blobs,
                 default_personal_quota: cfg.default_personal_quota,
             }),
@@ -146,7 +151,11 @@ impl Store {
         &self.inner.db
     }
 
-    fn blobs(&self) -> &BlobStore {
+    fn committer(&self) -> &commit::Committer {
+        &self.inner.committer
+    }
+
+    pub(crate) fn blobs(&self) -> &BlobStore {
         &self.inner.blobs
     }
 
@@ -430,6 +439,44 @@ impl Store {
         )))
     }
 
+    /// Where a new entry at `path` of `owner`'s personal space would go, in one round trip:
+    /// the space, the parent directory, what exists under the name now, and whether the space
+    /// has any lock rows (when not, no lock check needs them). `None` when the space or the
+    /// parent is missing, or the parent is not a directory, or `path` is the root: the caller
+    /// then takes the general way, which tells what is wrong.
+    pub async fn resolve_personal_entry(
+        &self,
+        owner: &str,
+        path: &str,
+    ) -> Result<Option<(Space, Node, Option<Node>, bool)>> {
+        let segs = segments(path)?;
+        let Some((name, parents)) = segs.split_last() else {
+            return Ok(None);
+        };
+        let mut c = self.read_conn().await?;
+        // Safe: the statement is built from constants and the depth; every value is bound.
+        let sql = sqlx::AssertSqlSafe(entry_sql(parents.len()));
+        let mut q = sqlx::query(sql).bind(owner);
+        for seg in parents {
+            q = q.bind(*seg);
+        }
+        let Some(row) = q.bind(*name).fetch_optional(&mut *c).await? else {
+            return Ok(None);
+        };
+        drop(c);
+        let parent = node_from_row_at(&row, SPACE_COLS)?;
+        if !parent.is_dir() {
+            return Ok(None);
+        }
+        let child_base = SPACE_COLS + NODE_COLS;
+        let child = match row.try_get::<Option<String>, _>(child_base)? {
+            Some(_) => Some(node_from_row_at(&row, child_base)?),
+            None => None,
+        };
+        let locks: i64 = row.try_get(child_base + NODE_COLS)?;
+        Ok(Some((space_from_row(&row)?, parent, child, locks > 0)))
+    }
+
     /// The space-relative path of a node (`/` for a root), for answering by id.
     pub async fn path_of(&self, id: &str) -> Result<String> {
         let mut c = self.read_conn().await?;
@@ -609,6 +656,37 @@ fn resolve_sql(depth: usize, personal: bool) -> String {
     for i in 1..depth {
         let _ = write!(sql, " AND n{i}.kind = {dir}");
     }
+    sql
+}
+
+/// How many columns `node_cols!` selects.
+const NODE_COLS: usize = 13;
+
+/// The statement [`Store::resolve_personal_entry`] runs for a parent `depth` segments deep:
+/// [`resolve_sql`]'s personal form for the parent, with the child named `$depth+2` left-joined
+/// (its columns NULL when the name is free) and the space's lock row count.
+fn entry_sql(depth: usize) -> String {
+    let base = resolve_sql(depth, true);
+    let last = if depth == 0 {
+        "n".to_owned()
+    } else {
+        format!("n{depth}")
+    };
+    let (select, rest) = base.split_once(" FROM ").unwrap_or((base.as_str(), ""));
+    let (joins, filter) = rest.split_once(" WHERE ").unwrap_or((rest, ""));
+    let mut sql = String::from(select);
+    for col in node_cols!().split(", ") {
+        sql.push_str(", c.");
+        sql.push_str(col);
+    }
+    // count(*), not EXISTS: an integer on both databases (EXISTS is a bool on PostgreSQL).
+    sql.push_str(", (SELECT count(*) FROM locks l WHERE l.space_id = s.id) FROM ");
+    sql.push_str(joins);
+    sql.push_str(&format!(
+        " LEFT JOIN nodes c ON c.parent_id = {last}.id AND c.name = ${} WHERE ",
+        depth + 2
+    ));
+    sql.push_str(filter);
     sql
 }
 
@@ -861,6 +939,38 @@ mod tests {
             assert!(s.resolve(&space.id, path).await.is_err(), "{path}");
         }
         assert!(s.resolve_personal("u2", "/a").await.unwrap().is_none());
+
+        // A new entry's parent, the child under its name, and whether locks exist, at once.
+        let (sp, parent, child, locks) = s
+            .resolve_personal_entry("u1", "/a/b c")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(sp.id, space.id);
+        assert_eq!(parent, s.stat(&a.id).await.unwrap());
+        assert_eq!(child, Some(s.resolve(&space.id, "/a/b c").await.unwrap()));
+        assert!(!locks);
+        let (_, parent, child, _) = s
+            .resolve_personal_entry("u1", "/new")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(parent.is_root() && child.is_none());
+        for path in ["/", "/missing/x", "/a/f/x"] {
+            assert!(
+                s.resolve_personal_entry("u1", path)
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "{path}"
+            );
+        }
+        assert!(
+            s.resolve_personal_entry("u2", "/a/f")
+                .await
+                .unwrap()
+                .is_none()
+        );
 
         let listed = s.list_children(&a.id).await.unwrap();
         let mut c = s.read_conn().await.unwrap();

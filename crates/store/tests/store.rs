@@ -9,7 +9,7 @@ mod scenarios;
 mod support;
 
 use arca_store::{PutOptions, Store, StoreConfig, StoreError};
-use support::{Ctx, body, content};
+use support::{Ctx, body};
 
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
@@ -90,57 +90,4 @@ async fn default_personal_quota_applies() {
     let project = store.create_project_space("p", "zoe", None).await.unwrap();
     assert_eq!(project.quota, None);
     store.close().await;
-}
-
-/// Not a test: a rough throughput probe for the lead (`cargo test -p arca-store --release
-/// --test store throughput -- --ignored --nocapture`). Real numbers come from `make bench`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
-async fn throughput() {
-    let ctx = Ctx::sqlite().await;
-    let s = &ctx.store;
-    let space = s.personal_space("bench").await.unwrap();
-    let dir = s.mkdir(&space.root_id, "d").await.unwrap();
-    const N: usize = 2000;
-    const CONC: usize = 16;
-    let start = std::time::Instant::now();
-    let mut tasks = Vec::new();
-    for t in 0..CONC {
-        let store = s.clone();
-        let dir = dir.id.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            for i in (t..N).step_by(CONC) {
-                let t0 = std::time::Instant::now();
-                store
-                    .put_file(
-                        &dir,
-                        &format!("f{i:05}"),
-                        body(content(i as u64, 4096), 4096),
-                        PutOptions::default(),
-                    )
-                    .await
-                    .unwrap();
-                lat.push(t0.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap());
-    }
-    let el = start.elapsed();
-    lat.sort();
-    eprintln!(
-        "PUT 4 KiB x {N} at {CONC} tasks: {:.0}/s, p99 {:?}",
-        N as f64 / el.as_secs_f64(),
-        lat[lat.len() * 99 / 100]
-    );
-    let start = std::time::Instant::now();
-    for _ in 0..100 {
-        let children = s.list_children(&dir.id).await.unwrap();
-        assert_eq!(children.len(), N);
-    }
-    eprintln!("list_children of {N}: {:?} each", start.elapsed() / 100);
 }

@@ -5,12 +5,22 @@
 //! reads the service's current endpoint set (a `watch` fed by the registry), prefers an
 //! in-process instance, otherwise picks the less loaded of two random endpoints, and retries
 //! failures that provably happened before the request was processed on another endpoint.
+//!
+//! What counts as "provably not processed" (the only case a non-idempotent call is sent again):
+//! the connection could not be made; hyper handed the request back unsent; the server refused
+//! the stream (REFUSED_STREAM, RFC 9113 §8.7); or a GOAWAY reached the stream while the
+//! connection was still open, which h2 does only for streams above the GOAWAY's last stream id
+//! (RFC 9113 §6.8) and for requests it never started. Any other failure before the response
+//! (a reset, a connection cut, our own h2 giving up on the connection) may come after the
+//! server acted: only idempotent methods (RFC 9110 §9.2.2, WebDAV's PROPFIND) with a body held
+//! whole in memory go again. A retry budget per channel caps how many extra requests retries
+//! may add.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -28,6 +38,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
+use crate::guard::{Breaker, RetryBudget};
 use crate::server::{H2_CONN_WINDOW, H2_STREAM_WINDOW, TrackedBody};
 use crate::{BoxError, Endpoint, EndpointSet, MemHub, Registry};
 
@@ -39,7 +50,8 @@ const REPLAY_LIMIT: usize = 64 * 1024;
 /// How hard a channel tries before giving up.
 #[derive(Clone, Debug)]
 pub struct RetryPolicy {
-    /// Attempts per request, across distinct endpoints (the first try included).
+    /// Attempts per request (the first try included): on other endpoints first, then on a
+    /// fresh connection to one already tried, so a service with one endpoint is retried too.
     pub max_attempts: usize,
     pub connect_timeout: Duration,
     /// Base pause before a retry; a random part up to the same amount is added.
@@ -87,6 +99,7 @@ impl Clients {
                     hub: self.hub.clone(),
                     endpoints: self.registry.watch(service),
                     pool: self.pool.clone(),
+                    budget: RetryBudget::new(),
                     policy: self.policy.clone(),
                 }),
             })
@@ -117,6 +130,7 @@ struct Inner {
     endpoints: watch::Receiver<EndpointSet>,
     pool: Arc<Pool>,
     policy: RetryPolicy,
+    budget: RetryBudget,
 }
 
 impl Channel {
@@ -176,6 +190,8 @@ impl Inner {
 
         let (parts, body) = req.into_parts();
         let mut body = Replayable::prepare(body).await?;
+        let idempotent = is_idempotent(&parts.method);
+        self.budget.deposit();
         let mut tried: Vec<&Endpoint> = Vec::with_capacity(self.policy.max_attempts);
         let mut last_error = String::new();
         for attempt in 0..self.policy.max_attempts.max(1) {
@@ -191,10 +207,18 @@ impl Inner {
                 continue;
             }
             let slot = self.pool.slot(endpoint);
-            let mut sender = match slot.sender(endpoint, &self.policy).await {
-                Ok(s) => s,
+            // Past its cooldown, an open breaker lets this request through as its probe; when
+            // every endpoint's breaker is open the pick falls back to them all, and this goes
+            // anyway: a breaker only ever steers traffic, it never refuses it.
+            slot.breaker.admit();
+            let conn = match slot.sender(endpoint, &self.policy).await {
+                Ok(c) => c,
                 Err(e) => {
+                    // Nothing was sent: any request may go elsewhere.
                     last_error = format!("connect {endpoint}: {e}");
+                    metrics::counter!("arca_transport_connect_failures_total", "service" => self.service.clone())
+                        .increment(1);
+                    self.failed(endpoint, &slot, &last_error);
                     continue;
                 }
             };
@@ -203,19 +227,40 @@ impl Inner {
             };
             let req = rebuild(&parts, &self.service, req_body);
             let _inflight = slot.begin();
-            match sender.try_send_request(req).await {
-                Ok(resp) => return Ok(resp.map(Body::new)),
+            let Some(result) = exchange(conn.sender.clone(), req).await else {
+                last_error = format!("{endpoint}: the exchange task was lost");
+                return Err(tonic::Status::unavailable(last_error));
+            };
+            match result {
+                Ok(resp) => {
+                    slot.breaker.success();
+                    return Ok(resp.map(Body::new));
+                }
                 Err(mut e) => {
-                    last_error = format!("{endpoint}: {}", e.error());
+                    last_error = format!("{endpoint}: {}", describe(e.error()));
                     if let Some(unsent) = e.take_message() {
                         // The connection refused the request before any byte of it was written.
                         body.put_back(unsent.into_body());
-                        slot.reset();
+                        slot.reset(conn.id);
                         continue;
                     }
-                    if is_refused(e.error()) && body.can_replay() {
-                        // REFUSED_STREAM / GOAWAY: the server did not process it (RFC 9113 §8.7).
-                        slot.reset();
+                    let again = match classify(e.error(), conn.ended.load(Ordering::Acquire)) {
+                        // A refused stream or a GOAWAY is a server draining as it should.
+                        Outcome::NotProcessed => body.can_replay(),
+                        Outcome::Unknown => {
+                            self.failed(endpoint, &slot, &last_error);
+                            idempotent && body.is_whole()
+                        }
+                    };
+                    // Only these retries are budgeted: a request that never left (above) or
+                    // found no connection adds no load to any server.
+                    if again && self.budget.withdraw() {
+                        tracing::debug!(
+                            service = %self.service,
+                            error = %last_error,
+                            "retrying a request that failed before its answer"
+                        );
+                        slot.reset(conn.id);
                         continue;
                     }
                     return Err(tonic::Status::unavailable(last_error));
@@ -228,6 +273,57 @@ impl Inner {
             tried.len()
         )))
     }
+}
+
+impl Inner {
+    /// Counts a failure to reach `endpoint` against its breaker.
+    fn failed(&self, endpoint: &Endpoint, slot: &Slot, error: &str) {
+        if slot.breaker.failure() {
+            tracing::warn!(
+                service = %self.service,
+                %endpoint,
+                %error,
+                "endpoint keeps failing; sending its share elsewhere for a while"
+            );
+            metrics::counter!("arca_transport_breaker_opened_total", "service" => self.service.clone())
+                .increment(1);
+        }
+    }
+}
+
+/// How long a request whose caller went away may still wait for its answer head.
+const ABANDONED_GRACE: Duration = Duration::from_secs(30);
+
+/// Sends `req` and waits for the answer head on a task of its own, so that a caller that goes
+/// away (its client hung up, so the proxy or a service dropped the call) does not reset the
+/// stream: the exchange goes on until the head arrives (then the answer is dropped), for at
+/// most [`ABANDONED_GRACE`].
+///
+/// Why: a stream reset right after its HEADERS often reaches the server before the server has
+/// accepted the stream, and h2 allows a connection only 20 such streams at a time before it
+/// sends GOAWAY ENHANCE_YOUR_CALM ("too_many_resets", its guard against rapid-reset floods),
+/// failing every request on the connection. A crowd of clients hanging up did exactly that to
+/// the frontend and storage-users. The request already left, so the server does the work
+/// either way; letting it finish also spares it a cancelled half-done operation. `None` if
+/// the task died (a panic in hyper).
+async fn exchange(
+    mut sender: SendRequest<Body>,
+    req: Request<Body>,
+) -> Option<Result<Response<hyper::body::Incoming>, hyper::client::conn::TrySendError<Request<Body>>>>
+{
+    // Dropped with this future: tells the task nobody is waiting any more.
+    let (_waiting, gone) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let send = sender.try_send_request(req);
+        tokio::select! {
+            result = send => Some(result),
+            () = async {
+                let _ = gone.await;
+                tokio::time::sleep(ABANDONED_GRACE).await;
+            } => None,
+        }
+    });
+    task.await.ok().flatten()
 }
 
 /// A fresh HTTP/2 request from the original's head. HTTP/2 needs an absolute URI (`:scheme`
@@ -247,21 +343,61 @@ fn rebuild(parts: &http::request::Parts, service: &str, body: Body) -> Request<B
     req
 }
 
-/// Whether the server provably did not process the request: it refused the stream, or
-/// announced a graceful shutdown (GOAWAY NO_ERROR) that excluded it (RFC 9113 §6.8, §8.7).
-/// A connection that merely died mid-request is ambiguous and is not retried.
-fn is_refused(err: &hyper::Error) -> bool {
+/// What a failure before the response says about the request.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The server provably did not act on it.
+    NotProcessed,
+    /// It may have: only an idempotent request may be sent again.
+    Unknown,
+}
+
+/// Reads a failed exchange: `conn_ended` says whether the connection had already read its end
+/// (EOF or an error) when the failure was looked at.
+///
+/// A REFUSED_STREAM reset means the server did not process the stream (RFC 9113 §8.7). h2
+/// hands a stream the peer's GOAWAY while the connection is still open only when the stream
+/// is above the GOAWAY's last stream id or was never started (§6.8): both unprocessed. Once
+/// the connection has ended, the streams it left open get that same GOAWAY error though the
+/// server may have been working on them, so then nothing is proved; the check errs toward
+/// "unknown" when the end and the GOAWAY race.
+fn classify(err: &hyper::Error, conn_ended: bool) -> Outcome {
     let mut source = std::error::Error::source(err);
     while let Some(e) = source {
         if let Some(h2) = e.downcast_ref::<h2::Error>() {
-            return h2.reason() == Some(h2::Reason::REFUSED_STREAM)
-                || (h2.is_go_away()
-                    && h2.is_remote()
-                    && h2.reason() == Some(h2::Reason::NO_ERROR));
+            let refused =
+                h2.is_reset() && h2.is_remote() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+            let above_goaway = h2.is_go_away() && h2.is_remote() && !conn_ended;
+            return if refused || above_goaway {
+                Outcome::NotProcessed
+            } else {
+                Outcome::Unknown
+            };
         }
         source = e.source();
     }
-    false
+    Outcome::Unknown
+}
+
+/// Methods a client may repeat with the effect of one request (RFC 9110 §9.2.2), and the
+/// WebDAV reads (PROPFIND, RFC 4918 §9.1; REPORT, RFC 3253 §3.6). gRPC calls are POSTs.
+fn is_idempotent(method: &http::Method) -> bool {
+    matches!(
+        method.as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE" | "PROPFIND" | "REPORT"
+    )
+}
+
+/// hyper's message with the h2 reason under it ("http2 error" alone says nothing).
+fn describe(err: &hyper::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
 }
 
 fn jitter(base: Duration) -> Duration {
@@ -339,6 +475,11 @@ impl Replayable {
     fn can_replay(&self) -> bool {
         matches!(self, Replayable::Full(_) | Replayable::Stream(Some(_)))
     }
+
+    /// Held whole in memory: may be sent again even after a send that may have read it.
+    fn is_whole(&self) -> bool {
+        matches!(self, Replayable::Full(_))
+    }
 }
 
 /// A body whose first bytes were already read: yields them, then the rest.
@@ -378,9 +519,27 @@ impl Pool {
         map.entry(endpoint.clone()).or_default().clone()
     }
 
-    /// Power of two choices over the endpoints not tried yet for this request.
+    /// Power of two choices over the endpoints not tried yet for this request; once every one
+    /// was, over all of them again (a retry then goes out on a fresh connection).
+    /// Endpoints whose breaker is open are left out while any other can be chosen.
     fn pick<'a>(&self, set: &'a [Endpoint], tried: &[&Endpoint]) -> Option<&'a Endpoint> {
-        let candidates: Vec<&Endpoint> = set.iter().filter(|e| !tried.contains(e)).collect();
+        let healthy = |e: &&Endpoint| !self.open(e);
+        let untried = |e: &&Endpoint| !tried.contains(e);
+        let mut candidates: Vec<&Endpoint> =
+            set.iter().filter(|e| untried(e) && healthy(e)).collect();
+        // An endpoint this request has not tried, even with its breaker open, before one that
+        // has just failed it: when the endpoint taking all traffic dies, its breaker is still
+        // closed for a few requests, and retrying it would fail them while the other (open
+        // since some earlier blip, so never probed) was never asked. Seen in CI.
+        if candidates.is_empty() {
+            candidates = set.iter().filter(untried).collect();
+        }
+        if candidates.is_empty() {
+            candidates = set.iter().filter(healthy).collect();
+        }
+        if candidates.is_empty() {
+            candidates = set.iter().collect();
+        }
         match candidates.len() {
             0 => None,
             1 => Some(candidates[0]),
@@ -397,6 +556,11 @@ impl Pool {
         }
     }
 
+    fn open(&self, endpoint: &Endpoint) -> bool {
+        let map = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(endpoint).is_some_and(|s| s.breaker.is_open())
+    }
+
     fn load(&self, endpoint: &Endpoint) -> usize {
         let map = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         map.get(endpoint)
@@ -407,11 +571,22 @@ impl Pool {
 /// One endpoint's HTTP/2 connection (multiplexed: one is enough) and its load.
 #[derive(Default)]
 struct Slot {
-    current: Mutex<Option<SendRequest<Body>>>,
+    current: Mutex<Option<Conn>>,
     /// Held while connecting, so concurrent callers share one attempt instead of stampeding a
     /// recovering endpoint; never held on the fast path.
     connecting: tokio::sync::Mutex<()>,
     inflight: AtomicUsize,
+    breaker: Breaker,
+}
+
+/// One client connection: its sender, and whether its reading side has ended.
+#[derive(Clone)]
+struct Conn {
+    /// Tells this connection from the one that replaces it, so a request failing on an old
+    /// connection does not drop a new one another request just made.
+    id: u64,
+    sender: SendRequest<Body>,
+    ended: Arc<AtomicBool>,
 }
 
 struct InflightGuard<'a>(&'a AtomicUsize);
@@ -428,43 +603,43 @@ impl Slot {
         InflightGuard(&self.inflight)
     }
 
-    fn open_sender(&self) -> Option<SendRequest<Body>> {
+    fn open_conn(&self) -> Option<Conn> {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        current.as_ref().filter(|s| !s.is_closed()).cloned()
+        current.as_ref().filter(|c| !c.sender.is_closed()).cloned()
     }
 
-    /// A ready sender, connecting if there is none or the old connection died.
-    async fn sender(
-        &self,
-        endpoint: &Endpoint,
-        policy: &RetryPolicy,
-    ) -> io::Result<SendRequest<Body>> {
-        if let Some(mut sender) = self.open_sender()
-            && sender.ready().await.is_ok()
+    /// A ready connection, connecting if there is none or the old one died.
+    async fn sender(&self, endpoint: &Endpoint, policy: &RetryPolicy) -> io::Result<Conn> {
+        if let Some(mut conn) = self.open_conn()
+            && conn.sender.ready().await.is_ok()
         {
-            return Ok(sender);
+            return Ok(conn);
         }
         let _connecting = self.connecting.lock().await;
         // Someone else may have reconnected while we waited for the lock.
-        if let Some(mut sender) = self.open_sender()
-            && sender.ready().await.is_ok()
+        if let Some(mut conn) = self.open_conn()
+            && conn.sender.ready().await.is_ok()
         {
-            return Ok(sender);
+            return Ok(conn);
         }
-        let sender = tokio::time::timeout(policy.connect_timeout, connect(endpoint))
+        let conn = tokio::time::timeout(policy.connect_timeout, connect(endpoint))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender.clone());
-        Ok(sender)
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+        Ok(conn)
     }
 
-    /// Forgets the connection so the next call dials again (after GOAWAY or a refused stream).
-    fn reset(&self) {
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    /// Forgets connection `id` so the next call dials again (after GOAWAY or a refused
+    /// stream); a newer connection stays.
+    fn reset(&self, id: u64) {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.as_ref().is_some_and(|c| c.id == id) {
+            *current = None;
+        }
     }
 }
 
-async fn connect(endpoint: &Endpoint) -> io::Result<SendRequest<Body>> {
+async fn connect(endpoint: &Endpoint) -> io::Result<Conn> {
     match endpoint {
         Endpoint::Tcp(addr) => {
             let stream = TcpStream::connect(addr.as_str()).await?;
@@ -479,13 +654,33 @@ async fn connect(endpoint: &Endpoint) -> io::Result<SendRequest<Body>> {
     }
 }
 
-async fn handshake<S>(stream: S) -> io::Result<SendRequest<Body>>
+/// Reset streams a client connection remembers (h2's default is 50). h2 drops frames that
+/// arrive for a stream it reset and remembers; one it forgot gets a STREAM_CLOSED reset of its
+/// own, a "protocol error" h2 counts against a cap for the connection's lifetime. Every
+/// request a client abandons (the proxy's clients hang up mid-request) is a reset stream, and
+/// its answer is usually already on the way.
+const RESET_STREAMS_REMEMBERED: usize = 4096;
+
+async fn handshake<S>(stream: S) -> io::Result<Conn>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    static IDS: AtomicU64 = AtomicU64::new(0);
+    let ended = Arc::new(AtomicBool::new(false));
+    let stream = Watched {
+        inner: stream,
+        ended: ended.clone(),
+    };
     let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONN_WINDOW)
+        .max_concurrent_reset_streams(RESET_STREAMS_REMEMBERED)
+        // The lifetime cap on locally reset streams (1,024 by default) guards a server against
+        // clients that make it reset streams; on this side of an internal hop it only ever
+        // fired on late frames of abandoned requests, and then h2 sent GOAWAY
+        // ENHANCE_YOUR_CALM and failed every request on the connection, a few times a minute
+        // under load. The peer is one of our own services; the cap is off.
+        .max_local_error_reset_streams(None)
         .handshake(TokioIo::new(stream))
         .await
         .map_err(io::Error::other)?;
@@ -494,5 +689,137 @@ where
             tracing::debug!(error = %e, "client connection ended");
         }
     });
-    Ok(sender)
+    Ok(Conn {
+        id: IDS.fetch_add(1, Ordering::Relaxed),
+        sender,
+        ended,
+    })
+}
+
+/// A connection's byte stream that notes when its reading side ends (EOF or an error) or a
+/// write fails, before h2 sees it: see [`classify`].
+struct Watched<S> {
+    inner: S,
+    ended: Arc<AtomicBool>,
+}
+
+impl<S> Watched<S> {
+    fn note<T>(&self, result: &Poll<io::Result<T>>) {
+        if let Poll::Ready(Err(_)) = result {
+            self.ended.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let eof = matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() == before;
+        if eof && buf.remaining() > 0 {
+            self.ended.store(true, Ordering::Release);
+        }
+        self.note(&result);
+        result
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note(&result);
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note(&result);
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        self.note(&result);
+        result
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.note(&result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_tries_other_endpoints_first_then_any() {
+        let pool = Pool::default();
+        let set: Vec<Endpoint> = ["tcp://a:1", "tcp://b:1"]
+            .iter()
+            .map(|e| e.parse().unwrap())
+            .collect();
+        for _ in 0..20 {
+            let first = pool.pick(&set, &[]).unwrap();
+            let second = pool.pick(&set, &[first]).unwrap();
+            assert_ne!(first, second);
+            assert!(pool.pick(&set, &[first, second]).is_some());
+        }
+        assert!(pool.pick(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn a_retry_prefers_an_untried_endpoint_with_an_open_breaker_over_the_one_that_failed() {
+        let pool = Pool::default();
+        let (a, b): (Endpoint, Endpoint) =
+            ("tcp://a:1".parse().unwrap(), "tcp://b:1".parse().unwrap());
+        let set = vec![a.clone(), b.clone()];
+        let open_b = pool.slot(&b);
+        for _ in 0..crate::guard::OPEN_AFTER {
+            open_b.breaker.failure();
+        }
+        assert!(pool.open(&b));
+        for _ in 0..20 {
+            // First attempts avoid the open breaker...
+            assert_eq!(pool.pick(&set, &[]), Some(&a));
+            // ...but a retry after `a` failed goes to `b`, not to `a` again.
+            assert_eq!(pool.pick(&set, &[&a]), Some(&b));
+        }
+    }
+
+    #[test]
+    fn idempotent_methods() {
+        for m in ["GET", "HEAD", "PUT", "DELETE", "PROPFIND", "OPTIONS"] {
+            assert!(is_idempotent(&m.parse().unwrap()), "{m}");
+        }
+        for m in [
+            "POST",
+            "MKCOL",
+            "MOVE",
+            "COPY",
+            "LOCK",
+            "PATCH",
+            "PROPPATCH",
+        ] {
+            assert!(!is_idempotent(&m.parse().unwrap()), "{m}");
+        }
+    }
 }

@@ -15,6 +15,7 @@
 mod channel;
 pub mod context;
 mod endpoint;
+mod guard;
 mod hub;
 mod listener;
 pub mod registry;
@@ -26,8 +27,8 @@ pub use endpoint::{Endpoint, EndpointError, is_host_port};
 pub use hub::MemHub;
 pub use listener::{BindError, Listener, bind};
 pub use registry::{
-    DnsRegistry, EndpointSet, MemoryRegistry, NatsKv, NatsRegistry, NatsSettings, Registry,
-    RegistryError, StaticRegistry,
+    DnsRegistry, EndpointSet, MemoryRegistry, NatsConnection, NatsKv, NatsRegistry, NatsSettings,
+    Registry, RegistryError, StaticRegistry,
 };
 pub use server::{PeerAddr, serve, serve_with};
 pub use tls::ServeOptions;

@@ -264,7 +264,66 @@ fn peer_service(
             req
         },
     );
+    let service = tower::ServiceExt::map_response(service, ends_with_last_byte);
     TowerToHyperService::new(service)
+}
+
+/// A response whose length is declared ends with its last byte: [`EndAtLength`].
+fn ends_with_last_byte(resp: axum::response::Response) -> axum::response::Response {
+    let declared = resp
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(remaining) if !http_body::Body::is_end_stream(resp.body()) => {
+            resp.map(|inner| Body::new(EndAtLength { inner, remaining }))
+        }
+        _ => resp,
+    }
+}
+
+/// A body that says it has ended as soon as the bytes its `Content-Length` declared are out.
+///
+/// Why: hyper asks a body `is_end_stream()` after each chunk to set END_STREAM on that DATA
+/// frame. A streamed body (a file read, a body relayed from another hop) only knows it has
+/// ended when polled once more, so hyper sends its last bytes and then an empty DATA frame
+/// with END_STREAM. A client that stops reading at the declared length (hyper's HTTP/1 server
+/// in the proxy does, writing to its client) drops the stream before that frame arrives and
+/// resets it; the late frame then finds a stream h2 no longer remembers (it keeps 50 reset
+/// streams), which h2 answers with a library reset it counts against a per-connection
+/// lifetime cap (1,024, then GOAWAY ENHANCE_YOUR_CALM): under load the proxy killed its
+/// connection to the frontend, and every request on it, every few thousand requests. Ending
+/// on the last byte sends one DATA frame with END_STREAM and leaves nothing to arrive late.
+/// A body declaring a length does not send trailers after it (none of ours does).
+struct EndAtLength {
+    inner: Body,
+    remaining: u64,
+}
+
+impl http_body::Body for EndAtLength {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+            let len = data.map_or(0, |d| d.len() as u64);
+            self.remaining = self.remaining.saturating_sub(len);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0 || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The client address of the connection a request arrived on (`None` over Unix sockets and

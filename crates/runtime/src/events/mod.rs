@@ -14,11 +14,14 @@
 //!
 //! Publishing never waits for listeners. On NATS it waits for the stream to have stored the
 //! event (bounded by `events.nats.publish_timeout`, retries included): an event that was not
-//! stored is an error to the publisher, never lost silently.
+//! stored is an error to the publisher, never lost silently. Request paths publish through an
+//! [`Outbox`] instead, which queues and retries so that a bus outage never slows a request.
 
 pub mod nats;
+mod outbox;
 
 pub use nats::{NatsBus, NatsBusSettings};
+pub use outbox::Outbox;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};

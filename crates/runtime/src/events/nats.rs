@@ -32,6 +32,8 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use arca_transport::NatsConnection;
+
 use super::{Delivery, Event, EventBus, EventError, Received, Settle, Source, Subscription};
 
 /// Bound on every control request (create a stream or consumer, confirm an ack): nothing here
@@ -76,47 +78,31 @@ struct Inner {
 }
 
 impl NatsBus {
-    /// Connects in the background: this returns at once even while the server is down, and
-    /// the client keeps reconnecting for as long as the process lives. Fails only on a URL
-    /// the client cannot use.
+    /// Its own connection to `settings.url` (see [`NatsConnection::connect`]).
     pub async fn connect(settings: NatsBusSettings) -> Result<Arc<Self>, EventError> {
-        let options = async_nats::ConnectOptions::new()
-            .name("arca-events")
-            .retry_on_initial_connect()
-            .max_reconnects(None)
-            .connection_timeout(OP_TIMEOUT)
-            // Capped at 1 s: a publisher waits at most publish_timeout, so reconnecting fast
-            // is what lets queued publishes through in time.
-            .reconnect_delay_callback(|attempts| {
-                Duration::from_millis((100 * attempts as u64).min(1000))
-            })
-            .event_callback(|event| async move {
-                match event {
-                    async_nats::Event::Connected => tracing::info!("event bus: nats connected"),
-                    async_nats::Event::Disconnected => {
-                        tracing::warn!("event bus: nats disconnected; publishes wait and retry")
-                    }
-                    other => tracing::debug!(event = %other, "event bus: nats event"),
-                }
-            });
-        let servers: Vec<&str> = settings.url.split(',').map(str::trim).collect();
-        let client = options
-            .connect(servers)
+        let connection = NatsConnection::connect(&settings.url)
             .await
-            .map_err(|e| EventError::Unavailable(format!("nats {}: {e}", redact(&settings.url))))?;
+            .map_err(|e| EventError::Unavailable(e.to_string()))?;
+        Ok(Self::on(&connection, settings))
+    }
+
+    /// The stream over an existing connection, the one the registry uses when both name
+    /// the same servers (`settings.url` unused).
+    pub fn on(connection: &NatsConnection, settings: NatsBusSettings) -> Arc<Self> {
+        let client = connection.client().clone();
         // Each publish attempt's own bound (see `publish`); the context applies it to sending
         // and to waiting for the ack.
         let attempt = (settings.publish_timeout / 3).max(Duration::from_millis(100));
         let js = jetstream::ContextBuilder::new()
             .timeout(attempt)
             .build(client);
-        Ok(Arc::new(Self {
+        Arc::new(Self {
             inner: Arc::new(Inner {
                 js,
                 settings,
                 stream_ready: tokio::sync::Mutex::new(false),
             }),
-        }))
+        })
     }
 }
 
@@ -402,18 +388,4 @@ pub(super) async fn nak(
 /// A number in [0, 1) that differs between calls, for backoff jitter.
 fn jitter() -> f64 {
     (super::rand_u128() >> 75) as f64 / (1u64 << 53) as f64
-}
-
-/// The URL without credentials, for messages.
-fn redact(url: &str) -> String {
-    url.split(',')
-        .map(|u| match u.split_once("://") {
-            Some((scheme, rest)) => match rest.rsplit_once('@') {
-                Some((_, host)) => format!("{scheme}://***@{host}"),
-                None => u.trim().to_owned(),
-            },
-            None => u.trim().to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }

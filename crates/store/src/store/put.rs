@@ -11,20 +11,23 @@
 //! 4. one transaction under the space lock re-checks everything, points the node at the new blob,
 //!    marks the old blob released and propagates etag and size to the root.
 //!
-//! Concurrent puts to one path each commit atomically in step 4: the last commit wins, and with
-//! `if_match` the later ones fail the etag check.
+//! Steps 2 and 4 are queued to the store's writer task, which applies the steps of concurrent
+//! puts in one transaction (group commit, see `commit`); each put's checks still run inside
+//! the transaction that commits it. Concurrent puts to one path each commit atomically in
+//! step 4: the last commit wins, and with `if_match` the later ones fail the etag check.
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use sqlx::AnyConnection;
+use sqlx::Row as _;
 
-use super::{Store, check_quota, get_space, lock_space, parent_and_child, propagate};
+use super::Store;
+use super::commit::PutCommit;
 use crate::checksum::{Checksums, Hasher};
-use crate::db::db_size;
+use crate::db::{node_cols, node_from_row};
 use crate::error::BoxError;
-use crate::ids::{from_ns, new_id, now_ms, now_ns, to_ns};
-use crate::model::{Node, NodeKind, PutOptions};
+use crate::ids::new_id;
+use crate::model::{Node, PutOptions};
 use crate::names::validate_name;
 use crate::{Result, StoreError};
 
@@ -48,10 +51,10 @@ impl std::fmt::Debug for Download {
 }
 
 /// What the commit needs to know about the written blob.
-struct Written {
-    blob_id: String,
-    size: u64,
-    checksums: Checksums,
+pub(crate) struct Written {
+    pub(crate) blob_id: String,
+    pub(crate) size: u64,
+    pub(crate) checksums: Checksums,
 }
 
 impl Store {
@@ -85,18 +88,22 @@ impl Store {
             }
         };
 
-        let mut w = self.db().begin_write().await?;
-        let r = commit_put(w.conn(), &space_id, parent_id, name, &opts, &written).await;
-        let failed_before_commit = r.is_err();
-        match w.finish(r).await {
+        let put = PutCommit {
+            space_id,
+            parent_id: parent_id.to_owned(),
+            name: name.to_owned(),
+            opts,
+            written,
+        };
+        match self.committer().put(put).await {
             Ok(node) => Ok(node),
-            Err(e) => {
+            Err(failed) => {
                 // Only a refusal inside the transaction is known not to have committed; a failed
                 // COMMIT may still have landed, so that blob is left for the collector to judge.
-                if failed_before_commit {
+                if !failed.maybe_committed {
                     self.discard_upload(&blob_id).await;
                 }
-                Err(e)
+                Err(failed.error)
             }
         }
     }
@@ -110,14 +117,37 @@ impl Store {
         opts: &PutOptions,
     ) -> Result<(String, Option<u64>)> {
         let mut c = self.read_conn().await?;
-        let (parent, existing) = parent_and_child(&mut c, parent_id, name).await?;
+        // Parent, existing child and the space's quota and usage in one round trip.
+        let rows = sqlx::query(concat!(
+            "SELECT x.*, s.quota, r.size FROM (SELECT ",
+            node_cols!(),
+            " FROM nodes WHERE id = $1 OR (parent_id = $1 AND name = $2)) x \
+             JOIN spaces s ON s.id = x.space_id JOIN nodes r ON r.id = x.space_id"
+        ))
+        .bind(parent_id)
+        .bind(name)
+        .fetch_all(&mut *c)
+        .await?;
+        drop(c);
+        let (mut parent, mut existing, mut space) = (None, None, None);
+        for row in &rows {
+            let node = node_from_row(row)?;
+            if node.id == parent_id {
+                let quota: Option<i64> = row.try_get(13)?;
+                let used: i64 = row.try_get(14)?;
+                space = Some((quota, used));
+                parent = Some(node);
+            } else {
+                existing = Some(node);
+            }
+        }
         let parent = parent.ok_or(StoreError::Conflict)?;
         check_target(&parent, existing.as_ref(), opts)?;
-        let space = get_space(&mut c, &parent.space_id).await?;
-        let allowance = space.quota.map(|quota| {
-            let used_by_others = space
-                .used
-                .saturating_sub(existing.as_ref().map_or(0, |n| n.size));
+        let (quota, used) = space.ok_or(StoreError::Conflict)?;
+        let quota = quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0);
+        let used = u64::try_from(used).unwrap_or(0);
+        let allowance = quota.map(|quota| {
+            let used_by_others = used.saturating_sub(existing.as_ref().map_or(0, |n| n.size));
             quota.saturating_sub(used_by_others)
         });
         if let (Some(allowance), Some(len)) = (allowance, opts.content_length)
@@ -130,15 +160,7 @@ impl Store {
 
     /// Step 2: the row that makes a crashed upload findable.
     pub(crate) async fn record_upload(&self, blob_id: &str) -> Result<()> {
-        let mut w = self.db().begin_write().await?;
-        let r = sqlx::query("INSERT INTO blobs (id, state, size, created) VALUES ($1, 0, 0, $2)")
-            .bind(blob_id)
-            .bind(now_ms())
-            .execute(w.conn())
-            .await
-            .map(|_| ())
-            .map_err(StoreError::from);
-        w.finish(r).await
+        self.committer().record(blob_id).await
     }
 
     /// Step 3: stream, hash, check, sync.
@@ -252,29 +274,47 @@ impl Store {
             .blob_id
             .clone()
             .ok_or_else(|| StoreError::Corrupt(format!("file {} has no blob", node.id)))?;
-        let range = match range {
-            None => None,
-            Some((start, end)) => {
-                if start > end || start >= node.size {
-                    return Err(StoreError::InvalidRange);
-                }
-                Some((start, end.min(node.size - 1)))
-            }
-        };
-        let stream = self
-            .blobs()
-            .read(&blob_id, range.map(|(s, e)| (s, e + 1)))
-            .await?;
+        let (range, stream) = self.read_blob(&blob_id, node.size, range).await?;
         Ok(Download {
             node,
             range,
             stream,
         })
     }
+
+    /// Opens a blob whose id and size the caller already knows (a download grant carries
+    /// them), so a read costs no metadata query. Blobs are immutable and outlive their
+    /// release by the collector's minimum age, so the bytes are those the grant was minted
+    /// for. Returns the inclusive range served, as [`Store::open_read`] does.
+    pub async fn read_blob(
+        &self,
+        blob_id: &str,
+        size: u64,
+        range: Option<(u64, u64)>,
+    ) -> Result<(Option<(u64, u64)>, BoxStream<'static, Result<Bytes>>)> {
+        let range = match range {
+            None => None,
+            Some((start, end)) => {
+                if start > end || start >= size {
+                    return Err(StoreError::InvalidRange);
+                }
+                Some((start, end.min(size - 1)))
+            }
+        };
+        let stream = self
+            .blobs()
+            .read(blob_id, range.map(|(s, e)| (s, e + 1)))
+            .await?;
+        Ok((range, stream))
+    }
 }
 
 /// The rules shared by the precheck and the commit.
-fn check_target(parent: &Node, existing: Option<&Node>, opts: &PutOptions) -> Result<()> {
+pub(crate) fn check_target(
+    parent: &Node,
+    existing: Option<&Node>,
+    opts: &PutOptions,
+) -> Result<()> {
     if !parent.is_dir() {
         return Err(StoreError::NotADirectory);
     }
@@ -294,113 +334,4 @@ fn check_target(parent: &Node, existing: Option<&Node>, opts: &PutOptions) -> Re
         }
     }
     Ok(())
-}
-
-/// Step 4.
-async fn commit_put(
-    c: &mut AnyConnection,
-    space_id: &str,
-    parent_id: &str,
-    name: &str,
-    opts: &PutOptions,
-    written: &Written,
-) -> Result<Node> {
-    let quota = lock_space(c, space_id).await?;
-    let (parent, existing) = parent_and_child(c, parent_id, name).await?;
-    let parent = parent.ok_or(StoreError::Conflict)?;
-    check_target(&parent, existing.as_ref(), opts)?;
-    let size = db_size(written.size)?;
-    let delta = size - existing.as_ref().map_or(Ok(0), |n| db_size(n.size))?;
-    check_quota(c, space_id, quota, delta).await?;
-
-    // The upload must still be ours: if the collector judged it abandoned (an upload slower than
-    // its min_age) the row is gone and this commit must fail rather than point at nothing.
-    let claimed = sqlx::query("UPDATE blobs SET state = 1, size = $2 WHERE id = $1 AND state = 0")
-        .bind(&written.blob_id)
-        .bind(size)
-        .execute(&mut *c)
-        .await?;
-    if claimed.rows_affected() != 1 {
-        return Err(StoreError::Corrupt(format!(
-            "upload {} was collected before it committed",
-            written.blob_id
-        )));
-    }
-
-    let now = now_ns();
-    let mtime = opts.mtime.map_or(now, to_ns);
-    let etag = new_id();
-    let cs = &written.checksums;
-    // The committed node is built here rather than read back: one statement less per put.
-    let (node, touch) = match existing {
-        Some(old) => {
-            sqlx::query(
-                "UPDATE nodes SET blob_id = $2, size = $3, mtime = $4, etag = $5, sha1 = $6, \
-                 md5 = $7, adler32 = $8 WHERE id = $1",
-            )
-            .bind(&old.id)
-            .bind(&written.blob_id)
-            .bind(size)
-            .bind(mtime)
-            .bind(&etag)
-            .bind(&cs.sha1)
-            .bind(&cs.md5)
-            .bind(&cs.adler32)
-            .execute(&mut *c)
-            .await?;
-            sqlx::query("UPDATE blobs SET released = $2 WHERE id = $1")
-                .bind(old.blob_id.as_deref())
-                .bind(now_ms())
-                .execute(&mut *c)
-                .await?;
-            let node = Node {
-                size: written.size,
-                mtime: from_ns(mtime),
-                etag: etag.clone(),
-                checksums: Some(cs.clone()),
-                blob_id: Some(written.blob_id.clone()),
-                ..old
-            };
-            // Overwriting content adds no entry: the directory's own mtime stays.
-            (node, None)
-        }
-        None => {
-            let id = new_id();
-            sqlx::query(
-                "INSERT INTO nodes (id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, \
-                 sha1, md5, adler32, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            )
-            .bind(&id)
-            .bind(space_id)
-            .bind(parent_id)
-            .bind(name)
-            .bind(NodeKind::File.to_db())
-            .bind(size)
-            .bind(mtime)
-            .bind(&etag)
-            .bind(&written.blob_id)
-            .bind(&cs.sha1)
-            .bind(&cs.md5)
-            .bind(&cs.adler32)
-            .bind(now)
-            .execute(&mut *c)
-            .await?;
-            let node = Node {
-                id,
-                space_id: space_id.to_owned(),
-                parent_id: Some(parent_id.to_owned()),
-                name: name.to_owned(),
-                kind: NodeKind::File,
-                size: written.size,
-                mtime: from_ns(mtime),
-                etag: etag.clone(),
-                checksums: Some(cs.clone()),
-                created: from_ns(now),
-                blob_id: Some(written.blob_id.clone()),
-            };
-            (node, Some(now))
-        }
-    };
-    propagate(c, parent_id, &etag, delta, touch).await?;
-    Ok(node)
 }

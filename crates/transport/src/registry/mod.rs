@@ -17,7 +17,7 @@ pub mod dns;
 pub mod nats;
 
 pub use dns::DnsRegistry;
-pub use nats::{NatsKv, NatsRegistry, NatsSettings};
+pub use nats::{NatsConnection, NatsKv, NatsRegistry, NatsSettings};
 
 /// The current endpoints of one service, shared cheaply between readers.
 pub type EndpointSet = Arc<[Endpoint]>;

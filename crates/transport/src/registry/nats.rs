@@ -107,11 +107,22 @@ struct KvInner {
     connections: watch::Receiver<u64>,
 }
 
-impl NatsKv {
+/// One client connection to a NATS server or cluster, shared by everything a process does
+/// with NATS (registry, leases, event bus): one socket, one reconnect loop, one set of logs.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct NatsConnection {
+    client: async_nats::Client,
+    /// Bumped on every (re)connection: watchers re-read, heartbeats re-put.
+    connections: watch::Receiver<u64>,
+}
+
+impl NatsConnection {
     /// Connects in the background: this returns at once even while the server is down, and
     /// the client keeps reconnecting (within a second after the server is back) for as long as
-    /// the process lives. Fails only on a URL the client cannot use.
-    pub async fn connect(settings: &NatsSettings) -> Result<Self, NatsError> {
+    /// the process lives. Fails only on a URL the client cannot use. `url` is
+    /// `nats://HOST:PORT`, comma-separated for a cluster.
+    pub async fn connect(url: &str) -> Result<Self, NatsError> {
         let (tx, rx) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let options = async_nats::ConnectOptions::new()
@@ -120,7 +131,7 @@ impl NatsKv {
             .max_reconnects(None)
             .connection_timeout(OP_TIMEOUT)
             // Short and capped at 1 s: the data plane does not wait on NATS, so reconnecting
-            // fast only shortens the time registrations are stale.
+            // fast only shortens the time registrations are stale and publishes are queued.
             .reconnect_delay_callback(|attempts| {
                 Duration::from_millis((100 * attempts as u64).min(1000))
             })
@@ -132,29 +143,48 @@ impl NatsKv {
                             tracing::info!("nats connected");
                             tx.send_modify(|n| *n += 1);
                         }
-                        async_nats::Event::Disconnected => {
-                            tracing::warn!("nats disconnected; registry entries kept as last known")
-                        }
+                        async_nats::Event::Disconnected => tracing::warn!(
+                            "nats disconnected; registry entries kept as last known, publishes wait and retry"
+                        ),
                         other => tracing::debug!(event = %other, "nats event"),
                     }
                 }
             });
-        let servers: Vec<&str> = settings.url.split(',').map(str::trim).collect();
+        let servers: Vec<&str> = url.split(',').map(str::trim).collect();
         let client = options
             .connect(servers)
             .await
-            .map_err(|e| NatsError::Connect(redact(&settings.url), e.to_string()))?;
-        let js = jetstream::new(client.clone());
+            .map_err(|e| NatsError::Connect(redact(url), e.to_string()))?;
         Ok(Self {
+            client,
+            connections: rx,
+        })
+    }
+
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+}
+
+impl NatsKv {
+    /// Its own connection to `settings.url` (see [`NatsConnection::connect`]).
+    pub async fn connect(settings: &NatsSettings) -> Result<Self, NatsError> {
+        let connection = NatsConnection::connect(&settings.url).await?;
+        Ok(Self::on(&connection, settings))
+    }
+
+    /// The bucket `settings.bucket` over an existing connection (`settings.url` unused).
+    pub fn on(connection: &NatsConnection, settings: &NatsSettings) -> Self {
+        Self {
             inner: Arc::new(KvInner {
-                client,
-                js,
+                client: connection.client.clone(),
+                js: jetstream::new(connection.client.clone()),
                 bucket: settings.bucket.clone(),
                 ttl: settings.ttl,
                 store: tokio::sync::Mutex::new(None),
-                connections: rx,
+                connections: connection.connections.clone(),
             }),
-        })
+        }
     }
 
     /// The TTL entries are written with.

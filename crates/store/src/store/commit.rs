@@ -1,0 +1,679 @@
+//! Group commit of puts: the metadata writes of concurrent puts (the "uploading" row recorded
+//! before a body is written, and the commit that points a node at the finished blob) are queued
+//! to one writer task, which applies whatever is queued in one write transaction.
+//!
+//! Why: SQLite has one writer at a time anyway, and every statement is a round trip to the
+//! connection's worker thread; a put alone paid two write transactions of ~10 round trips,
+//! serialised behind every other put. In a batch the per-transaction work (BEGIN, the space
+//! lock, the quota read, etag propagation to the root, COMMIT) is paid once per batch, and so is
+//! the puts' own work: one statement claims every upload, one reads every parent and target,
+//! one inserts every new file (overwrites: one update per file), whatever the batch's size;
+//! the checks run in memory, in queue order. PostgreSQL runs the same code: one batch is one
+//! transaction holding the row locks of the spaces it touches, taken in id order (as every
+//! other multi-space writer takes them), so batches of two instances cannot deadlock.
+//!
+//! Guarantees kept: a put is queued only after its blob is durable, so metadata never points at
+//! bytes that are not on stable storage (blob fsyncs of concurrent puts run concurrently, before
+//! they queue); each put's checks (parent, preconditions, quota, the upload still unclaimed)
+//! run inside the transaction that commits it, after the puts queued before it, so with
+//! `if_match` the later of two puts to one file sees the earlier one's etag and fails; every
+//! ancestor of every changed directory gets a new etag and its size in the same transaction.
+//!
+//! A put refused by its checks writes nothing (its claimed upload row is put back as it was),
+//! so the rest of the batch goes on. Any other failure inside the transaction (a database error) rolls the whole batch
+//! back and each job is retried alone, so one job's failure is never another's. A failed COMMIT
+//! is reported as "may have committed": the caller must then leave its blob to the collector.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::{AnyConnection, Row as _};
+use tokio::sync::{mpsc, oneshot};
+
+use super::put::{Written, check_target};
+use super::{lock_space, propagate};
+use crate::db::{Db, db_size, node_cols, node_from_row};
+use crate::ids::{from_ns, new_id, now_ms, now_ns, to_ns};
+use crate::model::{Node, NodeKind, PutOptions};
+use crate::{Result, StoreError};
+
+/// Most jobs applied in one transaction: bounds how long the write lock is held (and the
+/// statement variants of the multi-row insert the driver caches).
+const MAX_BATCH: usize = 64;
+
+/// One put's commit: where, on which terms, and the blob that was written.
+pub(crate) struct PutCommit {
+    pub(crate) space_id: String,
+    pub(crate) parent_id: String,
+    pub(crate) name: String,
+    pub(crate) opts: PutOptions,
+    pub(crate) written: Written,
+}
+
+/// A failed commit, and whether it may nevertheless have landed (a failed COMMIT).
+pub(crate) struct CommitFailed {
+    pub(crate) error: StoreError,
+    pub(crate) maybe_committed: bool,
+}
+
+enum Job {
+    Record {
+        blob_id: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Put {
+        put: Box<PutCommit>,
+        reply: oneshot::Sender<std::result::Result<Node, CommitFailed>>,
+    },
+}
+
+/// The handle puts queue their metadata writes on. The writer task ends when every handle is
+/// gone (the store is dropped).
+pub(crate) struct Committer {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+fn stopped() -> StoreError {
+    StoreError::Io(std::io::Error::other("the store's writer has stopped"))
+}
+
+impl Committer {
+    /// Starts the writer task on the current runtime. The queue needs no bound of its own:
+    /// every job in it is awaited by the request that queued it.
+    pub(crate) fn spawn(db: std::sync::Arc<Db>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut jobs = Vec::with_capacity(MAX_BATCH);
+            while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+                run(&db, std::mem::take(&mut jobs)).await;
+            }
+        });
+        Committer { tx }
+    }
+
+    /// Commits the "uploading" row of `blob_id` (see `put`); returns once it is committed.
+    pub(crate) async fn record(&self, blob_id: &str) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Record {
+                blob_id: blob_id.to_owned(),
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Commits a put whose blob is durable; returns the node as committed.
+    pub(crate) async fn put(&self, put: PutCommit) -> std::result::Result<Node, CommitFailed> {
+        let (reply, rx) = oneshot::channel();
+        let lost = || CommitFailed {
+            error: stopped(),
+            // The writer may have taken the job before it went away.
+            maybe_committed: true,
+        };
+        self.tx
+            .send(Job::Put {
+                put: Box::new(put),
+                reply,
+            })
+            .map_err(|_| CommitFailed {
+                error: stopped(),
+                maybe_committed: false,
+            })?;
+        rx.await.map_err(|_| lost())?
+    }
+}
+
+/// What one job came to inside the transaction: refused (nothing written), or applied.
+type Outcome = std::result::Result<Applied, StoreError>;
+
+struct Applied {
+    node: Node,
+}
+
+/// Applies `jobs`, retrying each alone when the batch as a whole fails, and answers every job.
+async fn run(db: &Db, jobs: Vec<Job>) {
+    let single = jobs.len() == 1;
+    match attempt(db, &jobs).await {
+        Ok(outcomes) => answer(jobs, outcomes.into_iter().map(Ok).collect()),
+        Err(Failure::Commit(e)) => {
+            let message = e.to_string();
+            let mut first = Some(e);
+            let errors = jobs
+                .iter()
+                .map(|_| {
+                    Err(first.take().unwrap_or_else(|| {
+                        StoreError::Io(std::io::Error::other(format!(
+                            "committing a batch of writes failed: {message}"
+                        )))
+                    }))
+                })
+                .collect();
+            answer(jobs, errors);
+        }
+        Err(Failure::Before(e)) if single => {
+            answer(jobs, vec![Err(e)]);
+        }
+        Err(Failure::Before(e)) => {
+            tracing::debug!(error = %e, jobs = jobs.len(), "batch failed, retrying its jobs alone");
+            for job in jobs {
+                // Boxed: the retry of a single job never recurses further.
+                Box::pin(run(db, vec![job])).await;
+            }
+        }
+    }
+}
+
+/// Sends each job its outcome: `Ok(Some(outcome))` applied or refused inside a committed
+/// transaction, `Err` the transaction failed at COMMIT (it may have landed).
+fn answer(jobs: Vec<Job>, results: Vec<std::result::Result<Option<Outcome>, StoreError>>) {
+    for (job, result) in jobs.into_iter().zip(results) {
+        match job {
+            Job::Record { reply, .. } => {
+                let _ = reply.send(result.map(|_| ()));
+            }
+            Job::Put { reply, .. } => {
+                let r = match result {
+                    Ok(Some(Ok(applied))) => Ok(applied.node),
+                    Ok(Some(Err(error))) => Err(CommitFailed {
+                        error,
+                        maybe_committed: false,
+                    }),
+                    Ok(None) => Err(CommitFailed {
+                        error: StoreError::Corrupt("a put was left out of its batch".into()),
+                        maybe_committed: false,
+                    }),
+                    Err(error) => Err(CommitFailed {
+                        error,
+                        maybe_committed: true,
+                    }),
+                };
+                // A requester that went away no longer needs the answer; its put stands.
+                let _ = reply.send(r);
+            }
+        }
+    }
+}
+
+enum Failure {
+    /// Rolled back: nothing of the batch landed.
+    Before(StoreError),
+    /// COMMIT failed: the batch may or may not have landed.
+    Commit(StoreError),
+}
+
+/// One transaction for `jobs`: per job `None` for a record, `Some(outcome)` for a put.
+async fn attempt(db: &Db, jobs: &[Job]) -> std::result::Result<Vec<Option<Outcome>>, Failure> {
+    let mut w = db.begin_write().await.map_err(Failure::Before)?;
+    match apply(w.conn(), jobs).await {
+        Ok(outcomes) => match w.finish(Ok(())).await {
+            Ok(()) => Ok(outcomes),
+            Err(e) => Err(Failure::Commit(e)),
+        },
+        Err(e) => Err(Failure::Before(
+            w.finish::<()>(Err(e))
+                .await
+                .err()
+                .unwrap_or_else(|| StoreError::Corrupt("a rollback reported success".into())),
+        )),
+    }
+}
+
+/// Per space touched by the batch: its quota, the bytes used before the batch, the bytes the
+/// batch's applied puts add so far. `None` when the space does not exist (any more).
+struct SpaceState {
+    quota: Option<u64>,
+    used: i64,
+    pending: i64,
+}
+
+async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome>>> {
+    let records: Vec<&str> = jobs
+        .iter()
+        .filter_map(|j| match j {
+            Job::Record { blob_id, .. } => Some(blob_id.as_str()),
+            Job::Put { .. } => None,
+        })
+        .collect();
+    if !records.is_empty() {
+        insert_records(c, &records).await?;
+    }
+
+    // The space locks, in id order (see the module docs), with what the quota checks need.
+    let mut spaces: BTreeMap<&str, Option<SpaceState>> = BTreeMap::new();
+    for job in jobs {
+        if let Job::Put { put, .. } = job {
+            spaces.insert(put.space_id.as_str(), None);
+        }
+    }
+    for (id, state) in spaces.iter_mut() {
+        let quota = match lock_space(c, id).await {
+            Ok(q) => q,
+            Err(StoreError::NotFound) => continue,
+            Err(e) => return Err(e),
+        };
+        let used = match quota {
+            Some(_) => sqlx::query("SELECT size FROM nodes WHERE id = $1")
+                .bind(*id)
+                .fetch_one(&mut *c)
+                .await?
+                .try_get(0)?,
+            None => 0,
+        };
+        *state = Some(SpaceState {
+            quota,
+            used,
+            pending: 0,
+        });
+    }
+
+    let puts: Vec<&PutCommit> = jobs
+        .iter()
+        .filter_map(|j| match j {
+            Job::Put { put, .. } => Some(&**put),
+            Job::Record { .. } => None,
+        })
+        .collect();
+    if puts.is_empty() {
+        return Ok(jobs.iter().map(|_| None).collect());
+    }
+
+    // A handful of statements for the whole batch, whatever its size: claim every upload, read
+    // every parent and every existing target, then decide each put in queue order in memory
+    // (a put sees what the puts before it in the batch did), then write the results.
+    let claimed = claim_uploads(c, &puts).await?;
+    let (dirs, mut targets) = lookup(c, &puts).await?;
+
+    let now = now_ns();
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    // New nodes to insert, and existing nodes whose final state is to be written, by id.
+    let mut inserts: Vec<Node> = Vec::new();
+    let mut updates: Vec<Node> = Vec::new();
+    let mut released: Vec<String> = Vec::new();
+    let mut unclaim: Vec<&str> = Vec::new();
+    // Parent → (size delta, an entry was created in it), in first-seen order.
+    let mut parents: Vec<(&str, i64, bool)> = Vec::new();
+    for job in jobs {
+        let Job::Put { put, .. } = job else {
+            outcomes.push(None);
+            continue;
+        };
+        let blob = put.written.blob_id.as_str();
+        if !claimed.iter().any(|id| id == blob) {
+            // The collector judged the upload abandoned (slower than its min_age): the row is
+            // gone, and this commit must fail rather than point at nothing.
+            outcomes.push(Some(Err(StoreError::Corrupt(format!(
+                "upload {blob} was collected before it committed"
+            )))));
+            continue;
+        }
+        let key = (put.parent_id.clone(), put.name.clone());
+        let existing = targets.get(&key);
+        let decided = match spaces.get_mut(put.space_id.as_str()) {
+            Some(Some(space)) => decide(put, dirs.get(&put.parent_id), existing, space),
+            // The space is gone (deleted since the put began).
+            _ => Err(StoreError::NotFound),
+        };
+        let delta = match decided {
+            Ok(delta) => delta,
+            Err(e) => {
+                unclaim.push(blob);
+                outcomes.push(Some(Err(e)));
+                continue;
+            }
+        };
+        let written = &put.written;
+        let mtime = put.opts.mtime.map_or(now, to_ns);
+        let fresh = Node {
+            id: String::new(),
+            space_id: put.space_id.clone(),
+            parent_id: Some(put.parent_id.clone()),
+            name: put.name.clone(),
+            kind: NodeKind::File,
+            size: written.size,
+            mtime: from_ns(mtime),
+            etag: new_id(),
+            checksums: Some(written.checksums.clone()),
+            created: from_ns(now),
+            blob_id: Some(written.blob_id.clone()),
+        };
+        let (node, created) = match existing {
+            Some(old) => {
+                if let Some(b) = &old.blob_id {
+                    released.push(b.clone());
+                }
+                // Overwriting content keeps the id and creation time and adds no entry.
+                let node = Node {
+                    id: old.id.clone(),
+                    created: old.created,
+                    ..fresh
+                };
+                match inserts.iter_mut().find(|n| n.id == node.id) {
+                    // Created earlier in this batch: insert the final content instead.
+                    Some(pending) => *pending = node.clone(),
+                    None => match updates.iter_mut().find(|n| n.id == node.id) {
+                        Some(pending) => *pending = node.clone(),
+                        None => updates.push(node.clone()),
+                    },
+                }
+                (node, false)
+            }
+            None => {
+                let node = Node {
+                    id: new_id(),
+                    ..fresh
+                };
+                inserts.push(node.clone());
+                (node, true)
+            }
+        };
+        targets.insert(key, node.clone());
+        match parents.iter_mut().find(|(p, ..)| *p == put.parent_id) {
+            Some((_, d, c)) => {
+                *d += delta;
+                *c |= created;
+            }
+            None => parents.push((&put.parent_id, delta, created)),
+        }
+        outcomes.push(Some(Ok(Applied { node })));
+    }
+
+    if !unclaim.is_empty() {
+        // Refused puts leave their upload rows as they found them, for `discard_upload`.
+        let sql = format!(
+            "UPDATE blobs SET state = 0 WHERE id IN ({})",
+            placeholders(1, unclaim.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in &unclaim {
+            q = q.bind(*id);
+        }
+        q.execute(&mut *c).await?;
+    }
+    if !inserts.is_empty() {
+        insert_nodes(c, &inserts).await?;
+    }
+    for n in &updates {
+        let cs = n.checksums.as_ref();
+        sqlx::query(
+            "UPDATE nodes SET blob_id = $2, size = $3, mtime = $4, etag = $5, sha1 = $6, \
+             md5 = $7, adler32 = $8 WHERE id = $1",
+        )
+        .bind(&n.id)
+        .bind(n.blob_id.as_deref())
+        .bind(db_size(n.size)?)
+        .bind(to_ns(n.mtime))
+        .bind(&n.etag)
+        .bind(cs.map(|c| c.sha1.as_str()))
+        .bind(cs.map(|c| c.md5.as_str()))
+        .bind(cs.map(|c| c.adler32.as_str()))
+        .execute(&mut *c)
+        .await?;
+    }
+    if !released.is_empty() {
+        let sql = format!(
+            "UPDATE blobs SET released = $1 WHERE id IN ({})",
+            placeholders(2, released.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms());
+        for id in &released {
+            q = q.bind(id.as_str());
+        }
+        q.execute(&mut *c).await?;
+    }
+    // One walk to the root per directory written into, whatever the number of puts in it.
+    for (parent, delta, created) in parents {
+        propagate(c, parent, &new_id(), delta, created.then_some(now)).await?;
+    }
+    Ok(outcomes)
+}
+
+/// `$first, $first+1, …` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for i in 0..n {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(out, "{sep}${}", first + i);
+    }
+    out
+}
+
+/// Marks every put's upload committed (with its size) and returns the ids it could claim: an
+/// upload row the collector removed is not there to claim.
+async fn claim_uploads(c: &mut AnyConnection, puts: &[&PutCommit]) -> Result<Vec<String>> {
+    use std::fmt::Write as _;
+    let mut sql = String::from("UPDATE blobs SET state = 1, size = CASE id");
+    for i in 0..puts.len() {
+        let _ = write!(sql, " WHEN ${} THEN ${}", 2 * i + 1, 2 * i + 2);
+    }
+    sql.push_str(" END WHERE state = 0 AND id IN (");
+    for i in 0..puts.len() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(sql, "{sep}${}", 2 * i + 1);
+    }
+    sql.push_str(") RETURNING id");
+    // Safe: built from constants and the count; every value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for p in puts {
+        q = q
+            .bind(p.written.blob_id.as_str())
+            .bind(db_size(p.written.size)?);
+    }
+    let rows = q.fetch_all(&mut *c).await?;
+    rows.iter()
+        .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
+        .collect()
+}
+
+/// Every parent of the batch's puts by id, and every node now under one of their names.
+async fn lookup(
+    c: &mut AnyConnection,
+    puts: &[&PutCommit],
+) -> Result<(HashMap<String, Node>, HashMap<(String, String), Node>)> {
+    use std::fmt::Write as _;
+    let mut parent_ids: Vec<&str> = Vec::new();
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for p in puts {
+        if !parent_ids.contains(&p.parent_id.as_str()) {
+            parent_ids.push(&p.parent_id);
+        }
+        let pair = (p.parent_id.as_str(), p.name.as_str());
+        if !names.contains(&pair) {
+            names.push(pair);
+        }
+    }
+    let mut sql = format!(
+        concat!("SELECT ", node_cols!(), " FROM nodes WHERE id IN ({})"),
+        placeholders(1, parent_ids.len())
+    );
+    let mut next = parent_ids.len() + 1;
+    for _ in &names {
+        let _ = write!(sql, " OR (parent_id = ${} AND name = ${})", next, next + 1);
+        next += 2;
+    }
+    // Safe: built from constants and the counts; every value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for id in &parent_ids {
+        q = q.bind(*id);
+    }
+    for (parent, name) in &names {
+        q = q.bind(*parent).bind(*name);
+    }
+    let rows = q.fetch_all(&mut *c).await?;
+    let mut dirs = HashMap::new();
+    let mut targets = HashMap::new();
+    for row in &rows {
+        let node = node_from_row(row)?;
+        if let Some(parent) = &node.parent_id
+            && names.contains(&(parent.as_str(), node.name.as_str()))
+        {
+            targets.insert((parent.clone(), node.name.clone()), node.clone());
+        }
+        if parent_ids.contains(&node.id.as_str()) {
+            dirs.insert(node.id.clone(), node);
+        }
+    }
+    Ok((dirs, targets))
+}
+
+/// The checks of one put against the state the batch has reached: the size delta it brings,
+/// or why it is refused.
+fn decide(
+    put: &PutCommit,
+    parent: Option<&Node>,
+    existing: Option<&Node>,
+    space: &mut SpaceState,
+) -> Result<i64> {
+    let parent = parent.ok_or(StoreError::Conflict)?;
+    check_target(parent, existing, &put.opts)?;
+    let size = db_size(put.written.size)?;
+    let delta = size - existing.map_or(Ok(0), |n| db_size(n.size))?;
+    // Shrinking is always allowed, so a space over its quota can still be cleaned up.
+    if let Some(quota) = space.quota
+        && delta > 0
+        && space
+            .used
+            .saturating_add(space.pending)
+            .saturating_add(delta)
+            > i64::try_from(quota).unwrap_or(i64::MAX)
+    {
+        return Err(StoreError::QuotaExceeded);
+    }
+    space.pending += delta;
+    Ok(delta)
+}
+
+/// The batch's new files in one multi-row `INSERT`.
+async fn insert_nodes(c: &mut AnyConnection, nodes: &[Node]) -> Result<()> {
+    const COLS: usize = 13;
+    let mut sql = String::from(
+        "INSERT INTO nodes (id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, \
+         sha1, md5, adler32, created) VALUES ",
+    );
+    for i in 0..nodes.len() {
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        sql.push_str(&placeholders(i * COLS + 1, COLS));
+        sql.push(')');
+    }
+    // Safe: built from constants and the count; every value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for n in nodes {
+        let cs = n.checksums.as_ref();
+        q = q
+            .bind(n.id.as_str())
+            .bind(n.space_id.as_str())
+            .bind(n.parent_id.as_deref())
+            .bind(n.name.as_str())
+            .bind(n.kind.to_db())
+            .bind(db_size(n.size)?)
+            .bind(to_ns(n.mtime))
+            .bind(n.etag.as_str())
+            .bind(n.blob_id.as_deref())
+            .bind(cs.map(|c| c.sha1.as_str()))
+            .bind(cs.map(|c| c.md5.as_str()))
+            .bind(cs.map(|c| c.adler32.as_str()))
+            .bind(to_ns(n.created));
+    }
+    q.execute(&mut *c).await?;
+    Ok(())
+}
+
+/// `INSERT … VALUES (…), (…)`: the rows of every record job in one statement.
+async fn insert_records(c: &mut AnyConnection, ids: &[&str]) -> Result<()> {
+    use std::fmt::Write as _;
+    let mut sql = String::from("INSERT INTO blobs (id, state, size, created) VALUES ");
+    for i in 0..ids.len() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(sql, "{sep}(${}, 0, 0, $1)", i + 2);
+    }
+    // Safe: built from constants and the count; every value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms());
+    for id in ids {
+        q = q.bind(*id);
+    }
+    q.execute(&mut *c).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use futures::future::join_all;
+
+    use crate::{PutOptions, Store, StoreConfig, StoreError};
+
+    fn body(b: &'static [u8]) -> impl futures::Stream<Item = std::io::Result<Bytes>> {
+        futures::stream::iter([Ok(Bytes::from_static(b))])
+    }
+
+    /// Puts queued together land in shared transactions, and each is still judged on the state
+    /// the puts before it left: one creation of a name wins, one `if_match` overwrite of a
+    /// version wins, and sizes and etags reach the root.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_puts_are_judged_one_after_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
+        let s = Store::open(StoreConfig::new(url, tmp.path().join("blobs")))
+            .await
+            .unwrap();
+        let space = s.personal_space("u").await.unwrap();
+        let dir = s.mkdir(&space.root_id, "d").await.unwrap();
+
+        let creations = (0..16).map(|_| {
+            let opts = PutOptions {
+                if_none_match_any: true,
+                ..PutOptions::default()
+            };
+            s.put_file(&dir.id, "one", body(b"abc"), opts)
+        });
+        let results = join_all(creations).await;
+        let won: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(won.len(), 1, "{results:?}");
+        assert!(results.iter().all(|r| match r {
+            Ok(_) => true,
+            Err(e) => matches!(e, StoreError::PreconditionFailed),
+        }));
+        let first = won[0].clone();
+
+        let overwrites = (0..8).map(|_| {
+            let opts = PutOptions {
+                if_match: Some(first.etag.clone()),
+                ..PutOptions::default()
+            };
+            s.put_file(&dir.id, "one", body(b"abcdef"), opts)
+        });
+        let results = join_all(overwrites).await;
+        let won: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(won.len(), 1, "{results:?}");
+        assert_eq!(won[0].id, first.id, "an overwrite keeps the id");
+        assert_ne!(won[0].etag, first.etag);
+
+        let many = (0..24).map(|i| {
+            let s = s.clone();
+            let dir = dir.id.clone();
+            async move {
+                s.put_file(
+                    &dir,
+                    &format!("f{i}"),
+                    body(b"0123456789"),
+                    PutOptions::default(),
+                )
+                .await
+            }
+        });
+        for r in join_all(many).await {
+            r.unwrap();
+        }
+        let listed = s.list_children(&dir.id).await.unwrap();
+        assert_eq!(listed.len(), 25);
+        let d = s.stat(&dir.id).await.unwrap();
+        assert_eq!(d.size, 6 + 24 * 10);
+        let root = s.space(&space.id).await.unwrap();
+        assert_eq!(root.used, 6 + 24 * 10);
+        assert_ne!(root.etag, space.etag);
+        // What the puts answered is what is stored.
+        let stored = s.child(&dir.id, "one").await.unwrap();
+        assert_eq!(stored.etag, won[0].etag);
+        assert_eq!(stored.size, 6);
+    }
+}
