@@ -425,6 +425,83 @@ async fn bodies_over_the_limit_get_413_and_nothing_is_written() -> anyhow::Resul
     Ok(())
 }
 
+/// Reads one HTTP/1.1 answer with a Content-Length body: (status line, body).
+async fn read_answer(conn: &mut tokio::net::TcpStream) -> anyhow::Result<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let head_end = loop {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = conn.read(&mut chunk).await.context("reading the answer")?;
+        ensure!(n > 0, "connection closed before the answer's head: {buf:?}");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .context("no content-length in the answer")?;
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0u8; 4096];
+        let n = conn.read(&mut chunk).await?;
+        ensure!(n > 0, "connection closed inside the answer's body");
+        body.extend_from_slice(&chunk[..n]);
+    }
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body))
+}
+
+/// A request refused before its body was read (wrong password: 401; a declared length over
+/// the limit: 413): the client, which writes its whole body before reading, still gets the
+/// answer, and the connection stays usable. 32 MiB is more than the sockets' buffers hold, so
+/// a server that closed instead of reading would break the client's write.
+#[tokio::test]
+async fn a_client_sending_a_refused_body_hears_why() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[("proxy.limits.max_body_bytes", "40MiB")]).await?;
+    let mut conn = tokio::net::TcpStream::connect(&server.public).await?;
+    // "Basic wrong:wrong", within the size limit; then the right password, over it.
+    for (auth, size, want) in [
+        ("Basic d3Jvbmc6d3Jvbmc=", 32 << 20, 401),
+        (AUTH, 48 << 20, 413),
+    ] {
+        let body = vec![0u8; size];
+        let head = format!(
+            "PUT {ROOT}/refused.bin HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).await?;
+        conn.write_all(&body)
+            .await
+            .with_context(|| format!("writing the body the server answers {want} to"))?;
+        let (status, text) = tokio::time::timeout(Duration::from_secs(20), read_answer(&mut conn))
+            .await
+            .context("no answer within 20 s")??;
+        ensure!(
+            status.starts_with(&format!("HTTP/1.1 {want} ")),
+            "{status}: {}",
+            String::from_utf8_lossy(&text)
+        );
+    }
+    let got = send(
+        &server.public,
+        "GET",
+        &format!("{ROOT}/refused.bin"),
+        &[("authorization", AUTH)],
+        "",
+    )
+    .await?;
+    assert_eq!(got.status, 404, "a refused body was stored: {}", got.text());
+    Ok(())
+}
+
 #[tokio::test]
 async fn cors_answers_allowed_origins_only_and_webdav_options_stays_authenticated()
 -> anyhow::Result<()> {

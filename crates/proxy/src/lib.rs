@@ -13,6 +13,7 @@
 mod auth;
 mod cors;
 mod limits;
+mod linger;
 mod oidc;
 mod throttle;
 pub mod tls;
@@ -225,6 +226,8 @@ async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response 
     // ... and the log's copy with the capability tokens in paths cut short.
     let logged_path = loggable_path(&path);
     let origin = state.cors.allowed_origin(req.headers());
+    // Whoever refuses the request early drops its body; the client must still hear why.
+    let req = linger::on_drop(req);
 
     let mut response = handle(&state, req, &path).await;
     if let Some(origin) = origin {

@@ -55,8 +55,8 @@ pub(crate) fn check_declared_body(req: &Request, max: u64) -> Option<Response> {
 
 pub(crate) fn too_large(max: u64) -> Response {
     let body = format!("request body larger than the {max} bytes allowed\n");
-    // The rest of the body is never read; hyper closes an HTTP/1.1 connection whose request
-    // body was not consumed rather than reading it.
+    // The rest of the body is read and thrown away (`linger`), so the client, still sending,
+    // gets to read this answer.
     (StatusCode::PAYLOAD_TOO_LARGE, body).into_response()
 }
 
