@@ -658,3 +658,69 @@ async fn depth_one_lists_each_childs_own_dead_properties() -> anyhow::Result<()>
     assert!(!bc.contains("tag-of") && !bc.contains("-only"), "{bc}");
     Ok(())
 }
+
+/// A Depth 1 listing carries, for every child, exactly the ids, checksums and owner the
+/// request asks for (the frontend asks storage-users only for what it renders): each value is
+/// the one a Depth 0 PROPFIND of the child gives, and a request for none of them gets none.
+#[tokio::test]
+async fn depth_one_children_carry_the_ids_checksums_and_owner_asked_for() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let a = &server.public;
+    assert_eq!(
+        dav(a, "MKCOL", &format!("{ROOT}/m"), &[], "").await?.status,
+        201
+    );
+    let file = format!("{ROOT}/m/f.txt");
+    assert_eq!(dav(a, "PUT", &file, &[], "content").await?.status, 201);
+    let names = [
+        "oc:fileid",
+        "oc:id",
+        "oc:spaceid",
+        "oc:file-parent",
+        "oc:checksums",
+        "oc:owner-id",
+    ];
+    let listing = |props: &str| {
+        let body = format!(
+            r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><d:getetag/>{props}</d:prop></d:propfind>"#
+        );
+        async move {
+            dav(
+                a,
+                "PROPFIND",
+                &format!("{ROOT}/m/"),
+                &[("depth", "1")],
+                body,
+            )
+            .await
+        }
+    };
+    let child = |text: &str| -> anyhow::Result<String> {
+        text.split("<d:response>")
+            .find(|b| b.contains("/m/f.txt<"))
+            .map(str::to_owned)
+            .with_context(|| format!("no response for f.txt in {text}"))
+    };
+    let all: String = names.iter().map(|n| format!("<{n}/>")).collect();
+    let r = listing(&all).await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    let block = child(&r.text())?;
+    for name in names {
+        let alone = prop(a, &file, name).await?;
+        assert!(!alone.is_empty(), "{name} is empty at depth 0");
+        assert!(
+            block.contains(&format!("<{name}>{alone}<")),
+            "{name}: depth 0 says {alone:?}, the listing says {block}"
+        );
+    }
+    // Only the etag asked for: none of those fields come back, and none is answered empty.
+    let r = listing("").await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    let block = child(&r.text())?;
+    assert!(block.contains("<d:getetag>"), "{block}");
+    for name in names {
+        assert!(!block.contains(name), "{name} in {block}");
+    }
+    Ok(())
+}

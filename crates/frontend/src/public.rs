@@ -347,8 +347,7 @@ async fn browser(
                         path: loc.path.as_str().to_owned(),
                         node_id: String::new(),
                     }),
-                    with_props: false,
-                    with_locks: false,
+                    ..Default::default()
                 })
                 .await
         })

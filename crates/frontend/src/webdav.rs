@@ -472,6 +472,20 @@ async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, R
                 r#ref: Some(loc.reference()),
                 with_props,
                 with_locks,
+                without_ids: !asks_for(&query, |p| {
+                    matches!(
+                        p,
+                        LiveProp::OcId
+                            | LiveProp::OcFileId
+                            | LiveProp::OcSpaceId
+                            | LiveProp::OcFileParent
+                            | LiveProp::OcPrivateLink
+                            // Found by node id (`propfind_answer`).
+                            | LiveProp::OcShareTypes
+                    )
+                }),
+                without_checksums: !asks_for(&query, |p| p == LiveProp::OcChecksums),
+                without_owner: !asks_for(&query, |p| p == LiveProp::OcOwnerId),
             })
             .await
             .map_err(grpc_error)?
@@ -543,6 +557,17 @@ fn multistatus(body: String) -> Response {
         body,
     )
         .into_response()
+}
+
+/// Whether answering `q` renders a live property that `p` picks (see [`render`]).
+fn asks_for(q: &Propfind, p: impl Fn(LiveProp) -> bool) -> bool {
+    match q {
+        Propfind::PropName => false,
+        Propfind::AllProp { include } => {
+            ALLPROP.iter().any(|a| p(*a)) || include.iter().filter_map(|n| n.live()).any(&p)
+        }
+        Propfind::Prop(names) => names.iter().filter_map(|n| n.live()).any(&p),
+    }
 }
 
 fn wants_quota(q: &Propfind) -> bool {

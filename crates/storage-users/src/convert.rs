@@ -38,19 +38,47 @@ pub(crate) fn node(
     owner: &str,
     props: Vec<DeadProp>,
 ) -> v1::Node {
+    node_without(provider, n, path, owner, props, Without::default())
+}
+
+/// Fields of a node message a caller said it will not read (see `ListRequest`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Without {
+    pub(crate) ids: bool,
+    pub(crate) checksums: bool,
+    pub(crate) owner: bool,
+}
+
+/// [`node`], leaving empty what `without` names.
+pub(crate) fn node_without(
+    provider: &str,
+    n: Node,
+    path: String,
+    owner: &str,
+    props: Vec<DeadProp>,
+    without: Without,
+) -> v1::Node {
     let is_dir = n.is_dir();
     let (sha1, md5, adler32) = match n.checksums {
-        Some(c) => (c.sha1, c.md5, c.adler32),
-        None => Default::default(),
+        Some(c) if !without.checksums => (c.sha1, c.md5, c.adler32),
+        _ => Default::default(),
+    };
+    let (id, space_id, parent_id) = if without.ids {
+        Default::default()
+    } else {
+        (
+            ids::node_id(provider, &n.space_id, &n.id),
+            ids::space_id(provider, &n.space_id),
+            n.parent_id
+                .as_deref()
+                .map(|p| ids::node_id(provider, &n.space_id, p))
+                .unwrap_or_default(),
+        )
     };
     v1::Node {
-        id: ids::node_id(provider, &n.space_id, &n.id),
-        space_id: ids::space_id(provider, &n.space_id),
-        parent_id: n
-            .parent_id
-            .as_deref()
-            .map(|p| ids::node_id(provider, &n.space_id, p))
-            .unwrap_or_default(),
+        id,
+        space_id,
+        parent_id,
         name: n.name,
         is_dir,
         size: n.size,
@@ -69,7 +97,11 @@ pub(crate) fn node(
             })
             .collect(),
         locks: Vec::new(),
-        owner_id: owner.to_owned(),
+        owner_id: if without.owner {
+            String::new()
+        } else {
+            owner.to_owned()
+        },
         // The provider narrows this for callers who are not the owner (see `provider`).
         shared_permissions: 0,
     }

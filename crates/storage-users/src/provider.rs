@@ -607,6 +607,11 @@ impl Storage for Provider {
             by_child.entry(id).or_default().push(prop);
         }
         let shared = perm.child().shared();
+        let without = convert::Without {
+            ids: r.without_ids,
+            checksums: r.without_checksums,
+            owner: r.without_owner,
+        };
         let children = children
             .into_iter()
             .map(|c| {
@@ -617,7 +622,7 @@ impl Storage for Provider {
                     .filter(|l| l.covers(&child))
                     .map(active_lock)
                     .collect();
-                let mut m = convert::node(self.name, c, child, &space.owner, mine);
+                let mut m = convert::node_without(self.name, c, child, &space.owner, mine, without);
                 m.shared_permissions = shared;
                 m.locks = locks;
                 m
