@@ -595,7 +595,11 @@ impl Storage for Provider {
                 children: Vec::new(),
             }));
         }
-        let children = self.store.list_children(&node.id).await.map_err(status)?;
+        let children = self
+            .store
+            .list_children_with(&node.id, !r.without_checksums)
+            .await
+            .map_err(status)?;
         let mut props = if r.with_props {
             self.store.children_props(&node.id).await.map_err(status)?
         } else {

@@ -349,9 +349,15 @@ impl Store {
     /// The children of a directory in one query, sorted by name (byte order, the same on every
     /// database whatever its collation).
     pub async fn list_children(&self, dir_id: &str) -> Result<Vec<Node>> {
+        self.list_children_with(dir_id, true).await
+    }
+
+    /// [`list_children`](Self::list_children); without `checksums` the nodes may come without
+    /// them (a listing that shows none is cheaper to build then).
+    pub async fn list_children_with(&self, dir_id: &str, checksums: bool) -> Result<Vec<Node>> {
         let mut c = self.read_conn().await?;
         let packed = match self.db().dialect {
-            Dialect::Sqlite => list_packed(&mut c, dir_id).await?,
+            Dialect::Sqlite => list_packed(&mut c, dir_id, checksums).await?,
             Dialect::Postgres => None,
         };
         let mut nodes = match packed {
@@ -530,16 +536,26 @@ impl Store {
 /// never contains `/`; the name (the one free-form field) goes last, prefixed with its length
 /// in bytes, so the packing is unambiguous whatever a name holds. `count(*)` checks that every
 /// record was read back.
-async fn list_packed(c: &mut AnyConnection, dir_id: &str) -> Result<Option<Vec<Node>>> {
+///
+/// Without `checksums` the three checksum fields stay empty (a third of each record).
+async fn list_packed(
+    c: &mut AnyConnection,
+    dir_id: &str,
+    checksums: bool,
+) -> Result<Option<Vec<Node>>> {
     let row = sqlx::query(
         // concat_ws builds each record in one pass (a chain of `||` copies the growing string
         // once per operator); it skips NULLs, hence every nullable column is COALESCEd.
         "SELECT count(*), group_concat(concat_ws('/', id, space_id, kind, size, mtime, etag, \
-         COALESCE(blob_id, ''), COALESCE(sha1, ''), COALESCE(md5, ''), COALESCE(adler32, ''), \
+         COALESCE(blob_id, ''), \
+         CASE WHEN $2 THEN COALESCE(sha1, '') ELSE '' END, \
+         CASE WHEN $2 THEN COALESCE(md5, '') ELSE '' END, \
+         CASE WHEN $2 THEN COALESCE(adler32, '') ELSE '' END, \
          created, length(CAST(name AS BLOB)), name), '/') \
          FROM nodes WHERE parent_id = $1",
     )
     .bind(dir_id)
+    .bind(checksums)
     .fetch_one(&mut *c)
     .await?;
     let count: i64 = row.try_get(0)?;
@@ -988,9 +1004,18 @@ mod tests {
         by_rows.sort_by(|x, y| x.name.cmp(&y.name));
         assert_eq!(listed, by_rows);
         // ... and it came from the packed value, not the fallback that reads rows.
-        let mut packed = list_packed(&mut c, &a.id).await.unwrap().unwrap();
+        let mut packed = list_packed(&mut c, &a.id, true).await.unwrap().unwrap();
         packed.sort_by(|x, y| x.name.cmp(&y.name));
         assert_eq!(packed, by_rows);
+        // Without checksums: the same nodes but for those.
+        let mut lean = list_packed(&mut c, &a.id, false).await.unwrap().unwrap();
+        lean.sort_by(|x, y| x.name.cmp(&y.name));
+        assert!(lean.iter().all(|n| n.checksums.is_none()));
+        assert!(by_rows.iter().any(|n| n.checksums.is_some()));
+        for n in &mut packed {
+            n.checksums = None;
+        }
+        assert_eq!(lean, packed);
         assert_eq!(listed.len(), names.len() + 1);
         assert!(
             s.list_children(&s.resolve(&space.id, "/a/sub").await.unwrap().id)
