@@ -597,6 +597,7 @@ impl Storage for Provider {
         }
         let children = self
             .store
+            // Only checksums of the fields a display listing leaves out reach the message.
             .list_children_with(&node.id, !r.without_checksums)
             .await
             .map_err(status)?;
