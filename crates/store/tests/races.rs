@@ -204,7 +204,7 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
     }
     // Every losing part was deleted: one object per round remains.
     let mut parts = Vec::new();
-    walk(&blobs.join("uploads"), &mut parts);
+    support::walk(&blobs.join("uploads"), &mut parts);
     assert_eq!(parts.len(), rounds, "{parts:?}");
 
     let node = stores[1]
@@ -221,7 +221,7 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
         .expect("stream");
     assert_eq!(got.concat(), expected);
     let mut left = Vec::new();
-    walk(&blobs.join("uploads"), &mut left);
+    support::walk(&blobs.join("uploads"), &mut left);
     assert!(left.is_empty(), "parts left after the commit: {left:?}");
     assert!(stores[0].upload(&upload.id).await.expect("read").is_none());
     eprintln!("{rounds} rounds of {CONTENDERS} concurrent appends: one counted each time");
@@ -229,18 +229,4 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
         s.close().await;
     }
     pg.drop_database(&url).await;
-}
-
-fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            walk(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
 }

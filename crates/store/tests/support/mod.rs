@@ -110,7 +110,8 @@ fn sqlite_url(tmp: &tempfile::TempDir) -> String {
     format!("sqlite://{}?mode=rwc", tmp.path().join("meta.db").display())
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every file under `dir`, recursively (a missing dir holds none).
+pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
