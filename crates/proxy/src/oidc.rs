@@ -360,6 +360,12 @@ impl Inner {
         }
         *last = Some(Instant::now());
         match self.load_keys().await {
+            // The first keys, not a rotation: a token came before the start-up fetch landed.
+            // The provider's next rotation must not wait out a cooldown this started.
+            Ok(_) if !loaded => {
+                *last = None;
+                Ok(())
+            }
             Ok(count) => {
                 tracing::info!(
                     keys = count,
