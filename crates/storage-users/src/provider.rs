@@ -598,7 +598,7 @@ impl Storage for Provider {
         let children = self
             .store
             // Only checksums of the fields a display listing leaves out reach the message.
-            .list_children_with(&node.id, !r.without_checksums)
+            .list_dir(&node, !r.without_checksums)
             .await
             .map_err(status)?;
         let mut props = if r.with_props {
@@ -618,8 +618,9 @@ impl Storage for Provider {
             owner: r.without_owner,
         };
         let children = children
-            .into_iter()
+            .iter()
             .map(|c| {
+                let c = c.clone();
                 let mine = by_child.remove(&c.id).unwrap_or_default();
                 let child = child_path(&path, &c.name);
                 let locks: Vec<_> = locks

@@ -10,6 +10,7 @@
 
 mod commit;
 mod gc;
+mod listing;
 mod props;
 mod put;
 mod spaces;
@@ -107,6 +108,8 @@ struct Inner {
     blobs: BlobStore,
     /// The writer task puts queue their metadata writes on (group commit, see `commit`).
     committer: commit::Committer,
+    /// Listings served by [`Store::list_dir`] (see `listing`).
+    listings: listing::ListingCache,
     default_personal_quota: Option<u64>,
 }
 
@@ -136,6 +139,7 @@ impl Store {
             inner: Arc::new(Inner {
                 db,
                 committer,
+                listings: listing::ListingCache::default(),
                 blobs,
                 default_personal_quota: cfg.default_personal_quota,
             }),
@@ -387,6 +391,23 @@ impl Store {
         }
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(nodes)
+    }
+
+    /// The children of `dir` as [`list_children_with`](Self::list_children_with) gives them,
+    /// from memory when they were read before under `dir`'s etag. `dir` must have been read
+    /// from this store just before (a stat or a resolve): its etag is what proves a cached
+    /// listing current.
+    pub async fn list_dir(&self, dir: &Node, full: bool) -> Result<Arc<Vec<Node>>> {
+        if !dir.is_dir() {
+            return Err(StoreError::NotADirectory);
+        }
+        let cache = &self.inner.listings;
+        if let Some(children) = cache.get(&dir.id, &dir.etag, full) {
+            return Ok(children);
+        }
+        let children = Arc::new(self.list_children_with(&dir.id, full).await?);
+        cache.put(&dir.id, &dir.etag, full, Arc::clone(&children));
+        Ok(children)
     }
 
     /// The child of `dir_id` named `name`.

@@ -62,6 +62,7 @@ scenarios!(
     personal_space_idempotent,
     resolve_and_path,
     mtime_settable,
+    cached_listings_follow_every_change,
 );
 
 /// `default_personal_quota` (`storage-users.personal_quota` in the config) is the quota of every

@@ -1128,3 +1128,111 @@ fn naive_adler32(data: &[u8]) -> u32 {
     }
     (b << 16) | a
 }
+
+/// `list_dir` serves listings from memory under the directory's etag: after every kind of
+/// change — by this store or by a second one on the same database, as a second storage-users
+/// instance would — it gives exactly what a fresh read gives, and an unchanged directory is
+/// served from memory.
+pub async fn cached_listings_follow_every_change(ctx: &Ctx) {
+    let s = &ctx.store;
+    let other = ctx.reopen().await;
+    let space = s.personal_space("lister").await.unwrap();
+    let root = &space.root_id;
+    let d = s.mkdir(root, "d").await.unwrap();
+    let elsewhere = s.mkdir(root, "elsewhere").await.unwrap();
+    // Both listing forms, each checked against a fresh read of the database.
+    let d_id = d.id.as_str();
+    let check = |step: &'static str| async move {
+        let d = d_id;
+        let dir = s.stat(d).await.unwrap();
+        let cached = s.list_dir(&dir, true).await.unwrap();
+        let fresh = s.list_children_with(d, true).await.unwrap();
+        assert_eq!(*cached, fresh, "{step}");
+        // A display listing may carry more than it promises (a full one cached before).
+        let shown = |nodes: &[arca_store::Node]| -> Vec<_> {
+            nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.id.clone(),
+                        n.name.clone(),
+                        n.kind,
+                        n.size,
+                        n.mtime,
+                        n.etag.clone(),
+                    )
+                })
+                .collect()
+        };
+        let cached = s.list_dir(&dir, false).await.unwrap();
+        let fresh = s.list_children_with(d, false).await.unwrap();
+        assert_eq!(shown(&cached), shown(&fresh), "{step} (display listing)");
+        let names: Vec<_> = s
+            .list_dir(&dir, true)
+            .await
+            .unwrap()
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        names
+    };
+
+    assert!(check("empty").await.is_empty());
+    let f = ctx.put(&d.id, "f", b"one").await.unwrap();
+    assert_eq!(check("put").await, ["f"]);
+
+    // Unchanged: the very same listing, not a new read.
+    let dir = s.stat(&d.id).await.unwrap();
+    let (a, b) = (
+        s.list_dir(&dir, false).await.unwrap(),
+        s.list_dir(&dir, false).await.unwrap(),
+    );
+    assert!(
+        std::sync::Arc::ptr_eq(&a, &b),
+        "an unchanged directory is served from memory"
+    );
+
+    ctx.put(&d.id, "f", b"longer content").await.unwrap();
+    assert_eq!(check("overwrite").await, ["f"]);
+    let dir = s.stat(&d.id).await.unwrap();
+    assert_eq!(s.list_dir(&dir, true).await.unwrap()[0].size, 14);
+
+    let sub = s.mkdir(&d.id, "sub").await.unwrap();
+    assert_eq!(check("mkdir").await, ["f", "sub"]);
+    ctx.put(&sub.id, "deep", b"below").await.unwrap();
+    assert_eq!(
+        check("a put one level down changes sub's size").await,
+        ["f", "sub"]
+    );
+    s.move_node(&sub.id, &d.id, "renamed", false).await.unwrap();
+    assert_eq!(check("rename").await, ["f", "renamed"]);
+    s.move_node(&f.id, &elsewhere.id, "f", false).await.unwrap();
+    assert_eq!(check("move away").await, ["renamed"]);
+    s.copy_node(&f.id, &d.id, "copy", false, true)
+        .await
+        .unwrap();
+    assert_eq!(check("copy in").await, ["copy", "renamed"]);
+    s.delete(&sub.id).await.unwrap();
+    assert_eq!(check("delete").await, ["copy"]);
+
+    // Changes made through another store on the same database.
+    let g = other
+        .put_file(
+            &d.id,
+            "g",
+            body(b"from the other".to_vec(), 4),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(check("put by another instance").await, ["copy", "g"]);
+    other.delete(&g.id).await.unwrap();
+    assert_eq!(check("delete by another instance").await, ["copy"]);
+    other.close().await;
+
+    let file = s.stat(&f.id).await.unwrap();
+    assert!(matches!(
+        s.list_dir(&file, false).await,
+        Err(StoreError::NotADirectory)
+    ));
+}
