@@ -37,7 +37,7 @@ pub struct Download {
     pub node: Node,
     /// The byte range served, inclusive, when a range was asked for.
     pub range: Option<(u64, u64)>,
-    /// The bytes, in chunks of at most 256 KiB for local blobs.
+    /// The bytes, in chunks of at most 1 MiB for local blobs.
     pub stream: BoxStream<'static, Result<Bytes>>,
 }
 

@@ -643,7 +643,8 @@ pub async fn killed_upload_leaves_only_orphans(ctx: &Ctx) {
 pub async fn range_reads(ctx: &Ctx) {
     let s = &ctx.store;
     let space = s.personal_space("olivia").await.unwrap();
-    let data = content(7, 700_000);
+    // Over two local read chunks (1 MiB), so ranges cross chunk boundaries.
+    let data = content(7, 2_500_000);
     let f = s
         .put_file(
             &space.root_id,
@@ -660,6 +661,7 @@ pub async fn range_reads(ctx: &Ctx) {
         (0, len - 1),
         (len - 10, len - 1),
         (262_000, 530_000),
+        (1_040_000, 2_100_000),
     ] {
         let got = read_all(s, &f.id, Some((start, end))).await;
         assert_eq!(
@@ -684,7 +686,7 @@ pub async fn range_reads(ctx: &Ctx) {
     // Reads are chunked, not whole-file buffers.
     let dl = s.open_read(&f.id, None).await.unwrap();
     let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(dl.stream).await.unwrap();
-    assert!(chunks.len() > 1 && chunks.iter().all(|c| c.len() <= 256 << 10));
+    assert!(chunks.len() > 1 && chunks.iter().all(|c| c.len() <= 1 << 20));
     // Empty files and directories.
     let empty = ctx.put(&space.root_id, "empty", b"").await.unwrap();
     assert!(ctx.read(&empty.id).await.is_empty());
