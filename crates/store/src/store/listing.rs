@@ -17,8 +17,11 @@ use std::sync::{Arc, Mutex};
 
 use crate::model::Node;
 
-/// At most this many nodes across all cached listings: a few tens of MiB at worst.
+/// At most this many nodes across all cached listings (each listing also counts one for
+/// itself, so empty ones are paid for): a few tens of MiB at worst.
 const MAX_CACHED_NODES: usize = 50_000;
+/// At most this many listings: eviction scans them all.
+const MAX_DIRS: usize = 4_096;
 /// A listing longer than this is read every time: it would push out many smaller ones.
 const MAX_LISTING: usize = 10_000;
 
@@ -31,7 +34,7 @@ pub(crate) struct ListingCache {
 #[derive(Default)]
 struct State {
     by_dir: HashMap<String, Entry>,
-    /// Sum of the cached listings' lengths.
+    /// Sum of the cached listings' costs (see [`cost`]).
     nodes: usize,
     /// Bumped on every hit and insert: an entry's `used` orders eviction.
     clock: u64,
@@ -73,12 +76,12 @@ impl ListingCache {
             used: state.clock,
             children,
         };
-        let added = entry.children.len();
+        let added = cost(&entry);
         if let Some(old) = state.by_dir.insert(dir_id.to_owned(), entry) {
-            state.nodes -= old.children.len();
+            state.nodes -= cost(&old);
         }
         state.nodes += added;
-        while state.nodes > MAX_CACHED_NODES {
+        while state.nodes > MAX_CACHED_NODES || state.by_dir.len() > MAX_DIRS {
             let Some(oldest) = state
                 .by_dir
                 .iter()
@@ -88,7 +91,7 @@ impl ListingCache {
                 break;
             };
             if let Some(e) = state.by_dir.remove(&oldest) {
-                state.nodes -= e.children.len();
+                state.nodes -= cost(&e);
             }
         }
     }
@@ -99,6 +102,11 @@ impl ListingCache {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// What a cached listing counts against [`MAX_CACHED_NODES`].
+fn cost(entry: &Entry) -> usize {
+    entry.children.len() + 1
 }
 
 #[cfg(test)]
@@ -149,7 +157,8 @@ mod tests {
     fn stays_within_its_budget_evicting_the_least_recently_used() {
         let cache = ListingCache::default();
         let dirs = ["a", "b", "c", "d", "e", "f", "g", "h"];
-        let per = MAX_CACHED_NODES / dirs.len();
+        // Eight listings that fill the budget exactly.
+        let per = MAX_CACHED_NODES / dirs.len() - 1;
         for d in dirs {
             cache.put(d, "e", false, listing(per));
         }
@@ -163,5 +172,18 @@ mod tests {
         assert!(cache.lock().nodes <= MAX_CACHED_NODES);
         cache.put("huge", "e", false, listing(MAX_LISTING + 1));
         assert!(cache.get("huge", "e", false).is_none(), "too long to cache");
+
+        // Many empty listings: bounded by count.
+        let cache = ListingCache::default();
+        for i in 0..MAX_DIRS + 10 {
+            cache.put(&format!("d{i}"), "e", false, listing(0));
+        }
+        assert_eq!(cache.lock().by_dir.len(), MAX_DIRS);
+        assert!(cache.get("d0", "e", false).is_none(), "the oldest went");
+        assert!(
+            cache
+                .get(&format!("d{}", MAX_DIRS + 9), "e", false)
+                .is_some()
+        );
     }
 }
