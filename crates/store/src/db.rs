@@ -2,13 +2,15 @@
 //! (`$n` placeholders, integers for flags and times, TEXT ids), embedded migrations per dialect.
 
 use std::borrow::Cow;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use sqlx::AnyConnection;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Row, SqlSafeStr, Transaction};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use sqlx::{AnyConnection, Connection as _};
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::StoreError;
 use crate::checksum::Checksums;
@@ -133,6 +135,8 @@ fn migrator(dialect: Dialect) -> Migrator {
 pub(crate) struct Db {
     pub(crate) pool: AnyPool,
     pub(crate) dialect: Dialect,
+    /// SQLite only: the connections reads use (see [`Readers`]).
+    readers: Option<Arc<Readers>>,
     /// `arca_db_operations_total{store,op}`: connections taken for reading and write
     /// transactions begun — the units of work this process asks of the database. Handles made
     /// once, so counting costs an atomic add.
@@ -178,6 +182,17 @@ impl Db {
         }
         let pool = options.connect(url).await?;
         migrator(dialect).run(&pool).await?;
+        let readers = (dialect == Dialect::Sqlite).then(|| {
+            Arc::new(Readers {
+                url: url.to_owned(),
+                idle: std::sync::Mutex::new(Vec::new()),
+                permits: Arc::new(Semaphore::new(
+                    usize::try_from(max_connections.unwrap_or(8))
+                        .unwrap_or(8)
+                        .max(1),
+                )),
+            })
+        });
         let ops = |op: &'static str| {
             let labels = [("store", name.to_owned()), ("op", op.to_owned())];
             metrics::counter!("arca_db_operations_total", &labels)
@@ -185,16 +200,34 @@ impl Db {
         Ok(Db {
             pool,
             dialect,
+            readers,
             reads: ops("read"),
             writes: ops("write"),
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
         })
     }
 
-    /// A pooled connection for reading.
-    pub(crate) async fn acquire(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
+    /// A connection for reading.
+    pub(crate) async fn acquire(&self) -> Result<ReadConn, StoreError> {
         self.reads.increment(1);
-        Ok(self.pool.acquire().await?)
+        match &self.readers {
+            Some(readers) => readers.acquire().await,
+            None => Ok(ReadConn::Pooled(self.pool.acquire().await?)),
+        }
+    }
+
+    /// Closes the pool and the idle reader connections.
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+        if let Some(readers) = &self.readers {
+            readers.permits.close();
+            let idle = std::mem::take(&mut *readers.lock());
+            for conn in idle {
+                if let Err(e) = conn.close().await {
+                    tracing::debug!(error = %e, "closing a reader connection");
+                }
+            }
+        }
     }
 
     /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction that
@@ -211,6 +244,100 @@ impl Db {
             Dialect::Postgres => self.pool.begin().await?,
         };
         Ok(WriteTx { tx, _guard: guard })
+    }
+}
+
+/// The connections SQLite reads use, outside sqlx's pool.
+///
+/// Why: sqlx's pool pings every connection it gets back (one more round trip to the
+/// connection's worker thread) and does so on a task it spawns when the connection is dropped,
+/// so each read query cost three thread hand-offs where one does. A SQLite connection is a file
+/// handle in this process and cannot go stale as a socket can, and nothing is left pending on
+/// one: a read holds no transaction open, and sqlx resets a statement whose reader went away
+/// (its `ExecuteIter` resets on drop) on the worker, before the next command there runs. So a
+/// reader goes back to the idle list as it is dropped, with no ping.
+pub(crate) struct Readers {
+    url: String,
+    idle: std::sync::Mutex<Vec<AnyConnection>>,
+    /// As many as the pool's size: readers in use or idle never exceed it.
+    permits: Arc<Semaphore>,
+}
+
+impl Readers {
+    async fn acquire(self: &Arc<Self>) -> Result<ReadConn, StoreError> {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Db(sqlx::Error::PoolClosed))?;
+        let idle = self.lock().pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let mut conn = AnyConnection::connect(&self.url).await?;
+                for pragma in SQLITE_PRAGMAS {
+                    sqlx::query(pragma).execute(&mut conn).await?;
+                }
+                conn
+            }
+        };
+        Ok(ReadConn::Own {
+            conn: Some(conn),
+            home: Arc::clone(self),
+            _permit: permit,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<AnyConnection>> {
+        // A plain list: a panic elsewhere while holding the lock leaves it usable.
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A connection for reading: one of SQLite's [`Readers`], or one from PostgreSQL's pool.
+pub(crate) enum ReadConn {
+    Pooled(PoolConnection<Any>),
+    Own {
+        /// Taken back into `home` on drop.
+        conn: Option<AnyConnection>,
+        home: Arc<Readers>,
+        _permit: OwnedSemaphorePermit,
+    },
+}
+
+impl Deref for ReadConn {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        match self {
+            ReadConn::Pooled(c) => c,
+            ReadConn::Own { conn, .. } => conn
+                .as_ref()
+                .expect("a reader holds its connection until dropped"),
+        }
+    }
+}
+
+impl DerefMut for ReadConn {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match self {
+            ReadConn::Pooled(c) => c,
+            ReadConn::Own { conn, .. } => conn
+                .as_mut()
+                .expect("a reader holds its connection until dropped"),
+        }
+    }
+}
+
+impl Drop for ReadConn {
+    fn drop(&mut self) {
+        if let ReadConn::Own { conn, home, .. } = self
+            && let Some(conn) = conn.take()
+            && !home.permits.is_closed()
+        {
+            home.lock().push(conn);
+        }
     }
 }
 
@@ -321,20 +448,27 @@ pub(crate) fn db_size(v: u64) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
 
-    /// The pragmas are per connection: every pooled connection must have them, not only the
-    /// first (WAL itself is persistent, busy_timeout and foreign_keys are not).
+    /// The pragmas are per connection: every pooled connection and every reader must have
+    /// them, not only the first (WAL itself is persistent, busy_timeout and foreign_keys are
+    /// not).
     #[tokio::test]
     async fn sqlite_pragmas_on_every_connection() {
         let tmp = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
         let db = Db::open(&url, Some(3), "test").await.unwrap();
         let mut conns = Vec::new();
+        let mut readers = Vec::new();
         for _ in 0..3 {
             conns.push(db.pool.acquire().await.unwrap());
+            readers.push(db.acquire().await.unwrap());
         }
-        for c in &mut conns {
+        let all = conns
+            .iter_mut()
+            .map(|c| &mut **c)
+            .chain(readers.iter_mut().map(|c| &mut **c));
+        for c in all {
             let mode: String = sqlx::query("PRAGMA journal_mode")
-                .fetch_one(&mut **c)
+                .fetch_one(&mut *c)
                 .await
                 .unwrap()
                 .try_get(0)
@@ -346,7 +480,7 @@ mod tests {
                 ("PRAGMA synchronous", 1), // NORMAL
             ] {
                 let got: i64 = sqlx::query(pragma)
-                    .fetch_one(&mut **c)
+                    .fetch_one(&mut *c)
                     .await
                     .unwrap()
                     .try_get(0)
@@ -354,5 +488,49 @@ mod tests {
                 assert_eq!(got, want, "{pragma}");
             }
         }
+    }
+
+    /// A reader goes back to the idle list without sqlx's ping; one whose query was abandoned
+    /// half-way (its reader dropped after the first row) must not keep that query's snapshot:
+    /// the next read on the same connection sees a write committed after it.
+    #[tokio::test]
+    async fn an_abandoned_read_leaves_no_stale_snapshot() {
+        use futures::TryStreamExt as _;
+
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
+        // One reader, so every read below runs on the same connection.
+        let db = Db::open(&url, Some(1), "test").await.unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE t (x INTEGER); \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) \
+             INSERT INTO t SELECT i FROM n",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        {
+            let mut r = db.acquire().await.unwrap();
+            let mut rows = sqlx::query("SELECT x FROM t").fetch(&mut *r);
+            assert!(rows.try_next().await.unwrap().is_some());
+            // Dropped here with 49,999 rows unread.
+        }
+        sqlx::query("INSERT INTO t VALUES (-1)")
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let mut r = db.acquire().await.unwrap();
+        let seen: i64 = sqlx::query("SELECT count(*) FROM t WHERE x = -1")
+            .fetch_one(&mut *r)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        assert_eq!(
+            seen, 1,
+            "the reader sees the write committed after its abandoned query"
+        );
+        drop(r);
+        db.close().await;
     }
 }

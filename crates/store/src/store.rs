@@ -148,7 +148,7 @@ impl Store {
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
-        self.inner.db.pool.close().await;
+        self.inner.db.close().await;
     }
 
     pub(crate) fn db(&self) -> &Db {
@@ -163,7 +163,7 @@ impl Store {
         &self.inner.blobs
     }
 
-    pub(crate) async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
+    pub(crate) async fn read_conn(&self) -> Result<crate::db::ReadConn> {
         self.db().acquire().await
     }
 
