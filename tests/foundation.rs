@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use arca_tests::{
     ALL_SERVICES, DEPENDENCIES, Launch, TempDir, assert_stopped_in_reverse_dependency_order,
     free_port, get, run_arca, send,
@@ -343,6 +344,40 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
                     && e["span"]["route"] == "/arca.v1.Storage/InitiateDownload"
                     && e["span"]["trace_id"] == trace
             },
+        )
+        .await?;
+
+    // A request that brings no trace starts one at the proxy, and every hop joins it.
+    let untraced = send(&a.public, "GET", "/remote.php/webdav/split.txt", &auth, "").await?;
+    assert_eq!(untraced.status, 200, "{}", untraced.text());
+    let request_id = untraced
+        .header("x-request-id")
+        .context("the proxy answers with a request id")?
+        .to_owned();
+    let access = a
+        .proc
+        .wait_event(
+            WITHIN,
+            &format!("access line of request {request_id}"),
+            |e| e["target"] == "access" && e["fields"]["request_id"] == request_id,
+        )
+        .await?;
+    let started = access["span"]["trace_id"]
+        .as_str()
+        .context("the access line carries the trace id")?
+        .to_owned();
+    assert!(
+        started.len() == 32
+            && started.bytes().all(|b| b.is_ascii_hexdigit())
+            && started.bytes().any(|b| b != b'0')
+            && started != trace,
+        "a new trace id: {started}"
+    );
+    b.proc
+        .wait_event(
+            WITHIN,
+            &format!("storage-users data GET in the proxy's trace {started}"),
+            |e| handled(e, "storage-users", "/data/") && e["span"]["trace_id"] == started,
         )
         .await?;
 

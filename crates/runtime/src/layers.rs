@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use arca_proto::v1::probe_server::{Probe, ProbeServer};
 use arca_proto::v1::{CheckRequest, CheckResponse, State as ProbeState};
-use arca_transport::context::{CallContext, IDENTITY_HEADER, extract_trace};
+use arca_transport::context::{
+    CallContext, IDENTITY_HEADER, TRACEPARENT_HEADER, extract_trace, new_traceparent, trace_id_of,
+};
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::{self, Next};
@@ -145,13 +147,27 @@ async fn observe(State(service): State<&'static str>, req: Request, next: Next) 
         route = %route,
         trace_id = tracing::field::Empty,
     );
-    let _ = span.set_parent(extract_trace(req.headers()));
-    {
+    let mut call = CallContext::from_headers(req.headers());
+    if crate::telemetry::otel_enabled() {
         use opentelemetry::trace::TraceContextExt;
+        let _ = span.set_parent(extract_trace(req.headers()));
         let trace_id = span.context().span().span_context().trace_id();
         span.record("trace_id", tracing::field::display(trace_id));
+    } else {
+        // The caller's trace, or a new one that every downstream call joins.
+        let incoming = req.headers().get(TRACEPARENT_HEADER);
+        match incoming.and_then(|v| trace_id_of(v).map(|id| (v, id))) {
+            Some((value, trace_id)) => {
+                span.record("trace_id", tracing::field::display(trace_id));
+                call.traceparent = Some(value.clone());
+            }
+            None => {
+                let (value, trace_id) = new_traceparent();
+                span.record("trace_id", tracing::field::display(&trace_id));
+                call.traceparent = Some(value);
+            }
+        }
     }
-    let call = CallContext::from_headers(req.headers());
 
     let in_flight = metrics::gauge!("arca_requests_in_flight", "service" => service);
     in_flight.increment(1.0);

@@ -13,12 +13,16 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 pub const IDENTITY_HEADER: HeaderName = HeaderName::from_static("x-arca-identity");
 /// Correlates log lines of one client request across every hop.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// W3C trace context: `00-TRACE_ID-PARENT_ID-FLAGS`.
+pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
 /// Per-call values that must reach every downstream call.
 #[derive(Clone, Debug, Default)]
 pub struct CallContext {
     pub identity: Option<HeaderValue>,
     pub request_id: Option<HeaderValue>,
+    /// The trace to join, when no OpenTelemetry tracer carries it (see [`inject`]).
+    pub traceparent: Option<HeaderValue>,
 }
 
 tokio::task_local! {
@@ -31,6 +35,7 @@ impl CallContext {
         Self {
             identity: headers.get(IDENTITY_HEADER).cloned(),
             request_id: headers.get(REQUEST_ID_HEADER).cloned(),
+            traceparent: None,
         }
     }
 
@@ -45,13 +50,18 @@ impl CallContext {
     }
 }
 
-/// Adds trace context (from the current tracing span) and the current call's identity and
-/// request id to an outgoing request; values the caller set explicitly are kept.
+/// Adds trace context and the current call's identity and request id to an outgoing request;
+/// values the caller set explicitly are kept. The trace context comes from the current
+/// tracing span when an OpenTelemetry tracer is installed, else from the current call's
+/// `traceparent` (passed on as it came: without a tracer there are no spans to parent).
 pub fn inject(headers: &mut HeaderMap) {
+    use opentelemetry::trace::TraceContextExt as _;
     let cx = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&cx, &mut HeaderInjector(headers))
-    });
+    if cx.span().span_context().is_valid() {
+        opentelemetry::global::get_text_map_propagator(|p| {
+            p.inject_context(&cx, &mut HeaderInjector(headers))
+        });
+    }
     if let Ok(Some(())) = CURRENT.try_with(|call| {
         if let Some(v) = &call.identity {
             headers.entry(IDENTITY_HEADER).or_insert_with(|| v.clone());
@@ -61,8 +71,46 @@ pub fn inject(headers: &mut HeaderMap) {
                 .entry(REQUEST_ID_HEADER)
                 .or_insert_with(|| v.clone());
         }
+        if let Some(v) = &call.traceparent {
+            headers
+                .entry(TRACEPARENT_HEADER)
+                .or_insert_with(|| v.clone());
+        }
         Some(())
     }) {}
+}
+
+/// The trace id of a W3C `traceparent` value (`00-` 32 hex digits, not all zero, `-` 16 hex
+/// digits `-` 2 hex digits), lowercase as sent; `None` if it is not one.
+pub fn trace_id_of(traceparent: &HeaderValue) -> Option<&str> {
+    let v = traceparent.to_str().ok()?;
+    let mut parts = v.split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(parent, 16)
+        && parent.bytes().any(|b| b != b'0')
+        && hex(flags, 2)
+        && (version != "00" || parts.next().is_none());
+    valid.then_some(trace)
+}
+
+/// A `traceparent` starting a new trace (sampled), and its trace id.
+pub fn new_traceparent() -> (HeaderValue, String) {
+    let trace = new_request_id();
+    let parent = &new_request_id()[..16];
+    let value = HeaderValue::from_str(&format!("00-{trace}-{parent}-01")).unwrap_or_else(|_| {
+        HeaderValue::from_static("00-00000000000000000000000000000001-0000000000000001-01")
+    });
+    (value, trace)
 }
 
 /// The remote parent span context carried by an incoming request (empty if none).
@@ -104,4 +152,45 @@ pub fn new_request_id() -> String {
         RandomState::new().hash_one(!n),
     );
     format!("{a:016x}{b:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_values_are_checked_as_w3c_says() {
+        let id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let good = format!("00-{id}-00f067aa0ba902b7-01");
+        assert_eq!(
+            trace_id_of(&HeaderValue::from_str(&good).unwrap()),
+            Some(id)
+        );
+        // A later version may append fields.
+        let later = format!("01-{id}-00f067aa0ba902b7-01-what-comes");
+        assert_eq!(
+            trace_id_of(&HeaderValue::from_str(&later).unwrap()),
+            Some(id)
+        );
+        for bad in [
+            "",
+            "00",
+            &format!("00-{id}-00f067aa0ba902b7-01-extra"),
+            &format!("ff-{id}-00f067aa0ba902b7-01"),
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            &format!("00-{id}-0000000000000000-01"),
+            &format!("00-{}-00f067aa0ba902b7-01", id.to_uppercase()),
+            &format!("00-{}-00f067aa0ba902b7-01", &id[1..]),
+            &format!("00-{id}-00f067aa0ba902b7-1"),
+            &format!("00-{id}-00f067aa0ba902g7-01"),
+        ] {
+            assert_eq!(
+                trace_id_of(&HeaderValue::from_str(bad).unwrap()),
+                None,
+                "{bad}"
+            );
+        }
+        let (value, trace) = new_traceparent();
+        assert_eq!(trace_id_of(&value), Some(trace.as_str()));
+    }
 }
