@@ -42,14 +42,6 @@ pub fn check_log_level(level: &str) -> Result<(), String> {
         .map_err(|e| format!("log.level: {level:?} is not a log filter: {e}"))
 }
 
-/// Installs the global subscriber (pretty or JSON logs on stderr), the W3C trace-context
-/// propagator, an OpenTelemetry tracer (exporting over OTLP only when configured) and the
-/// Prometheus recorder.
-///
-/// Without an exporter no OpenTelemetry layer is installed — building an OpenTelemetry span
-/// for every hop of every request only to drop it cost a fifth of a small GET's throughput —
-/// but request spans still log a trace id, propagated in `traceparent` from hop to hop (see
-/// [`otel_enabled`]), so one request can be followed across every hop in the logs alone.
 /// Set once [`init`] installed an OpenTelemetry layer.
 static OTEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -59,6 +51,14 @@ pub(crate) fn otel_enabled() -> bool {
     OTEL.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Installs the global subscriber (pretty or JSON logs on stderr), the W3C trace-context
+/// propagator, an OpenTelemetry tracer (exporting over OTLP only when configured) and the
+/// Prometheus recorder.
+///
+/// Without an exporter no OpenTelemetry layer is installed — building an OpenTelemetry span
+/// for every hop of every request only to drop it cost a fifth of a small GET's throughput —
+/// but request spans still log a trace id, propagated in `traceparent` from hop to hop (see
+/// [`otel_enabled`]), so one request can be followed across every hop in the logs alone.
 pub fn init(config: &Config) -> Result<Telemetry, TelemetryError> {
     let filter =
         EnvFilter::try_new(&config.log.level).map_err(|e| TelemetryError::Filter(e.to_string()))?;

@@ -48,6 +48,14 @@ const SQLITE_PRAGMAS: [&str; 4] = [
     "PRAGMA foreign_keys = ON",
 ];
 
+/// Applies [`SQLITE_PRAGMAS`] to a new connection (pooled or a reader).
+async fn sqlite_pragmas(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+    for pragma in SQLITE_PRAGMAS {
+        sqlx::query(pragma).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
 fn migrator(dialect: Dialect) -> Migrator {
     // Slices, not arrays: each migration added is one entry, with no length to keep in step.
     let steps: &[(i64, &'static str, &'static str)] = match dialect {
@@ -167,14 +175,7 @@ impl Db {
                     // go stale as a socket can, and the default ping before every acquire is
                     // one more round trip to the connection's worker thread on every query.
                     .test_before_acquire(false)
-                    .after_connect(|conn, _meta| {
-                        Box::pin(async move {
-                            for pragma in SQLITE_PRAGMAS {
-                                sqlx::query(pragma).execute(&mut *conn).await?;
-                            }
-                            Ok(())
-                        })
-                    });
+                    .after_connect(|conn, _meta| Box::pin(sqlite_pragmas(conn)));
             }
             Dialect::Postgres => {
                 options = options.max_connections(max_connections.unwrap_or(16));
@@ -274,9 +275,7 @@ impl Readers {
             Some(conn) => conn,
             None => {
                 let mut conn = AnyConnection::connect(&self.url).await?;
-                for pragma in SQLITE_PRAGMAS {
-                    sqlx::query(pragma).execute(&mut conn).await?;
-                }
+                sqlite_pragmas(&mut conn).await?;
                 conn
             }
         };
