@@ -6,7 +6,7 @@ use std::time::Instant;
 use arca_proto::v1::probe_server::{Probe, ProbeServer};
 use arca_proto::v1::{CheckRequest, CheckResponse, State as ProbeState};
 use arca_transport::context::{
-    CallContext, IDENTITY_HEADER, TRACEPARENT_HEADER, extract_trace, new_traceparent, trace_id_of,
+    CallContext, IDENTITY_HEADER, TRACEPARENT_HEADER, extract_trace, new_traceparent,
 };
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
@@ -154,18 +154,18 @@ async fn observe(State(service): State<&'static str>, req: Request, next: Next) 
         let trace_id = span.context().span().span_context().trace_id();
         span.record("trace_id", tracing::field::display(trace_id));
     } else {
-        // The caller's trace, or a new one that every downstream call joins.
-        let incoming = req.headers().get(TRACEPARENT_HEADER);
-        match incoming.and_then(|v| trace_id_of(v).map(|id| (v, id))) {
-            Some((value, trace_id)) => {
-                span.record("trace_id", tracing::field::display(trace_id));
-                call.traceparent = Some(value.clone());
-            }
-            None => {
-                let (value, trace_id) = new_traceparent();
-                span.record("trace_id", tracing::field::display(&trace_id));
-                call.traceparent = Some(value);
-            }
+        // The caller's trace (as the W3C propagator reads it), or a new one that every
+        // downstream call joins.
+        use opentelemetry::trace::TraceContextExt;
+        let remote = extract_trace(req.headers());
+        let remote = remote.span().span_context().clone();
+        if remote.is_valid() {
+            span.record("trace_id", tracing::field::display(remote.trace_id()));
+            call.traceparent = req.headers().get(TRACEPARENT_HEADER).cloned();
+        } else {
+            let (value, trace_id) = new_traceparent();
+            span.record("trace_id", tracing::field::display(&trace_id));
+            call.traceparent = Some(value);
         }
     }
 
