@@ -444,40 +444,103 @@ impl BlobStore {
     }
 }
 
-/// Opens a local blob and reads its first chunk in one blocking task; the rest streams as
-/// [`local_file_stream`] reads it. object_store's `get_opts` would take one task to open and
-/// another for the first read: for the small files most requests fetch, that second hand-off
-/// between threads cost more than the read itself.
+/// The largest read first tried from the page cache on the async thread (see
+/// [`read_cached`]): a small file's whole body, as most requests fetch.
+const CACHED_READ_MAX: usize = 64 * 1024;
+
+/// Opens a local blob and streams `range` of it. The open and its length are taken on the
+/// async thread, as event-driven servers open files: a lookup of an inode the kernel almost
+/// always holds. A small read is then served from the page cache right here when it is all
+/// there; otherwise the first chunk is read in one blocking task and the rest streams as
+/// [`local_file_stream`] reads it. Each hand-off to a blocking thread and back costs two
+/// context switches, more than reading a small file itself.
 async fn local_read(
     path: PathBuf,
     range: Option<(u64, u64)>,
 ) -> Result<BoxStream<'static, Result<Bytes, StoreError>>, StoreError> {
-    let (file, start, end, first) = tokio::task::spawn_blocking(move || {
-        let file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            // The same error object_store gives for a missing object.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::Blob(object_store::Error::NotFound {
-                    path: path.display().to_string(),
-                    source: Box::new(e),
-                }));
-            }
-            Err(e) => return Err(StoreError::Io(e)),
-        };
-        let len = file.metadata()?.len();
-        let (start, end) = match range {
-            None => (0, len),
-            Some((start, end)) if start <= end && start <= len => (start, end.min(len)),
-            Some(_) => return Err(StoreError::InvalidRange),
-        };
-        let (file, buf) = read_chunk(file, start, chunk_len(start, end)?, start == 0)?;
-        Ok((file, start, end, buf))
-    })
-    .await
-    .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        // The same error object_store gives for a missing object.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StoreError::Blob(object_store::Error::NotFound {
+                path: path.display().to_string(),
+                source: Box::new(e),
+            }));
+        }
+        Err(e) => return Err(StoreError::Io(e)),
+    };
+    let len = file.metadata()?.len();
+    let (start, end) = match range {
+        None => (0, len),
+        Some((start, end)) if start <= end && start <= len => (start, end.min(len)),
+        Some(_) => return Err(StoreError::InvalidRange),
+    };
+    let want = chunk_len(start, end)?;
+    let cached = if want <= CACHED_READ_MAX {
+        read_cached(&file, start, want)?
+    } else {
+        None
+    };
+    let (file, first, seeked) = match cached {
+        // A positioned read leaves the file offset where it was.
+        Some(buf) => (file, buf, false),
+        None => {
+            let (file, buf) =
+                tokio::task::spawn_blocking(move || read_chunk(file, start, want, start == 0))
+                    .await
+                    .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+            (file, buf, true)
+        }
+    };
     let next = start + first.len() as u64;
     let head = stream::iter((!first.is_empty()).then(|| Ok(Bytes::from(first))));
-    Ok(head.chain(local_file_stream(file, next, end, true)).boxed())
+    Ok(head
+        .chain(local_file_stream(file, next, end, seeked))
+        .boxed())
+}
+
+/// `want` bytes at `pos`, if the page cache holds every one of them: read with `preadv2` and
+/// `RWF_NOWAIT`, which never waits for the disk. `None` when some would need the disk (or the
+/// kernel or file system cannot tell), for the caller to read them on a blocking thread.
+#[cfg(target_os = "linux")]
+fn read_cached(file: &std::fs::File, pos: u64, want: usize) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::fd::AsRawFd as _;
+    let mut buf = Vec::with_capacity(want);
+    while buf.len() < want {
+        let offset = libc::off_t::try_from(pos + buf.len() as u64)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        let left = want - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..left];
+        let iov = libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: spare.len(),
+        };
+        // SAFETY: the one iovec points at the vector's spare capacity, valid for `iov_len`
+        // bytes for the whole call; the kernel writes at most that many there.
+        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) => {
+                    return Ok(None);
+                }
+                _ => return Err(e),
+            }
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        // SAFETY: the kernel initialised the first `n` bytes of the spare capacity, and
+        // `n <= iov_len` keeps the length within it.
+        unsafe { buf.set_len(buf.len() + n as usize) };
+    }
+    Ok(Some(buf))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_: &std::fs::File, _: u64, _: usize) -> std::io::Result<Option<Vec<u8>>> {
+    Ok(None)
 }
 
 /// How much of `start..end` one read takes.
@@ -672,6 +735,50 @@ mod tests {
         // 100 GiB needs 10.24 MiB parts to fit in 10,000; rounded up to whole MiB.
         assert_eq!(remote.part_size(Some(100 << 30)), 11 * MIB);
         assert_eq!(remote.part_size(Some(u64::MAX)), 64 * MIB);
+    }
+
+    /// A small read comes from the page cache when every byte is there, and from a blocking
+    /// thread when not, with the same bytes either way.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn small_reads_from_the_page_cache_or_the_disk() {
+        use std::os::fd::AsRawFd as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blob");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // Written back, so the kernel may drop the pages when told to.
+        file.sync_all().unwrap();
+        let evict = || {
+            // SAFETY: a valid open descriptor; the advice only concerns the page cache.
+            let rc =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0);
+        };
+        let cached = read_cached(&file, 100, 900).unwrap();
+        assert_eq!(cached.as_deref(), Some(&data[100..1000]));
+        evict();
+        assert_eq!(read_cached(&file, 100, 900).unwrap(), None);
+
+        for (range, want) in [
+            (None, &data[..]),
+            (Some((100, 1000)), &data[100..1000]),
+            (Some((9_990, 20_000)), &data[9_990..]),
+        ] {
+            for cold in [true, false] {
+                if cold {
+                    evict();
+                }
+                let chunks: Vec<Bytes> = local_read(path.clone(), range)
+                    .await
+                    .unwrap()
+                    .try_collect()
+                    .await
+                    .unwrap();
+                assert_eq!(chunks.concat(), want, "{range:?}, cold: {cold}");
+            }
+        }
     }
 
     /// Building the S3 client builds its TLS configuration: with one rustls crypto provider
