@@ -40,17 +40,12 @@ impl Dialect {
 /// Run on every new SQLite connection. WAL lets readers run beside the one writer; NORMAL
 /// synchronous is durable in WAL mode except for the last commits before a power loss (never
 /// corrupting), which is the usual trade for an embedded store; busy_timeout covers other
-/// processes (in-process writers queue on [`Db::write_lock`] instead). mmap_size: every commit
-/// empties the page cache of every other connection, so without a mapping each read after a
-/// write copies its b-tree pages in again with a system call per page; mapped, they are read
-/// where the kernel holds them (an I/O error then surfaces as SIGBUS instead of an error code,
-/// SQLite's documented trade, acceptable for a file on a local disk).
-const SQLITE_PRAGMAS: [&str; 5] = [
+/// processes (in-process writers queue on [`Db::write_lock`] instead).
+const SQLITE_PRAGMAS: [&str; 4] = [
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA busy_timeout = 5000",
     "PRAGMA foreign_keys = ON",
-    "PRAGMA mmap_size = 268435456",
 ];
 
 /// Applies [`SQLITE_PRAGMAS`] to a new connection (pooled or a reader).
@@ -482,7 +477,6 @@ mod tests {
                 ("PRAGMA busy_timeout", 5000i64),
                 ("PRAGMA foreign_keys", 1),
                 ("PRAGMA synchronous", 1), // NORMAL
-                ("PRAGMA mmap_size", 268_435_456),
             ] {
                 let got: i64 = sqlx::query(pragma)
                     .fetch_one(&mut *c)
