@@ -27,7 +27,7 @@ use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{
     AckCredentialsRequest, AuthenticateRequest, CredentialEventKind, WatchCredentialsRequest,
 };
-use arca_runtime::{Identity, Login, TokenSigner};
+use arca_runtime::{Identity, Login, SingleFlight, TokenSigner};
 use arca_transport::Channel;
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
@@ -51,6 +51,7 @@ const FEED_SILENCE: Duration = Duration::from_secs(15);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
+#[derive(Clone)]
 pub(crate) enum AuthError {
     /// No or unusable credentials: answer 401 with challenges.
     Missing,
@@ -69,6 +70,11 @@ pub(crate) struct Authenticator {
     throttle: crate::throttle::Throttle,
     /// `proxy.auth.basic`: false takes only app tokens as the Basic secret.
     passwords: bool,
+    /// Concurrent requests of one credential that miss the cache (a sync client opening its
+    /// connections, or all of them once the entry expired) share one verification: one
+    /// argon2 computation instead of one per request, which queued behind each other on the
+    /// bounded hashing threads and stalled every connection for hundreds of milliseconds.
+    flights: Arc<SingleFlight<CacheKey, Result<HeaderValue, AuthError>>>,
     /// Dropped with the last clone of the authenticator, which stops the feed subscription.
     _feed: Arc<watch::Sender<()>>,
 }
@@ -243,6 +249,7 @@ impl Authenticator {
             cache,
             throttle,
             passwords,
+            flights: Arc::new(SingleFlight::new()),
             _feed: Arc::new(stop),
         }
     }
@@ -271,6 +278,19 @@ impl Authenticator {
         if let Some(wait) = self.throttle.blocked(&keys) {
             return Err(AuthError::Throttled(wait));
         }
+        let verify = || self.verify(username, password, keys, key);
+        self.flights.run(key, verify).await.0
+    }
+
+    /// Asks the users service about a credential the cache does not hold, and caches the
+    /// answer. `keys`: what a failure counts against in the throttle.
+    async fn verify(
+        &self,
+        username: String,
+        password: String,
+        keys: Vec<String>,
+        key: CacheKey,
+    ) -> Result<HeaderValue, AuthError> {
         let started = self.cache.epoch();
         let mut client = UsersClient::new(self.users.clone());
         let user = match client
