@@ -437,6 +437,62 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// In one process, a request's in-memory hops run inside the span of the hop that entered the
+/// process (the proxy's): each hop's "handled" line names the hop and carries that span and
+/// its trace, so one trace id still finds every hop's line.
+#[tokio::test]
+async fn in_process_hops_log_inside_the_request_span_of_the_proxy() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let mut arca = Launch::arca(&dir)
+        .env("ARCA_ADMIN_PASSWORD", "split-pass")
+        .env("ARCA_LOG_LEVEL", "debug")
+        .spawn()?;
+    arca.wait_ready(WITHIN).await?;
+    let auth = ("authorization", "Basic YWRtaW46c3BsaXQtcGFzcw=="); // admin:split-pass
+    let put = send(
+        &arca.public,
+        "PUT",
+        "/remote.php/webdav/one.txt",
+        &[auth],
+        "here",
+    )
+    .await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let trace = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let traceparent = format!("00-{trace}-0123456789abcdef-01");
+    let traced = [auth, ("traceparent", traceparent.as_str())];
+    let got = send(
+        &arca.public,
+        "GET",
+        "/remote.php/webdav/one.txt",
+        &traced,
+        "",
+    )
+    .await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "here"));
+
+    // (hop, route prefix): the frontend's WebDAV route is its fallback.
+    for (hop, route) in [
+        ("frontend", ""),
+        ("gateway", "/arca.v1.Storage/InitiateDownload"),
+        ("storage-users", "/arca.v1.Storage/InitiateDownload"),
+        ("storage-users", "/data/{token}"),
+    ] {
+        arca.proc
+            .wait_event(WITHIN, &format!("{hop} {route} in trace {trace}"), |e| {
+                e["fields"]["message"] == "handled"
+                    && e["fields"]["hop"] == hop
+                    && e["fields"]["route"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with(route))
+                    && e["span"]["service"] == "proxy"
+                    && e["span"]["trace_id"] == trace
+            })
+            .await?;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn split_over_unix_sockets() -> anyhow::Result<()> {
     let dir = TempDir::new();

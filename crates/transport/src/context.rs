@@ -48,6 +48,12 @@ impl CallContext {
     pub fn current() -> Option<CallContext> {
         CURRENT.try_with(Clone::clone).ok()
     }
+
+    /// Whether a call is being handled in this task: a request that arrives over the
+    /// in-memory transport runs inside its caller's.
+    pub fn is_set() -> bool {
+        CURRENT.try_with(|_| ()).is_ok()
+    }
 }
 
 /// Adds trace context and the current call's identity and request id to an outgoing request;
