@@ -151,8 +151,8 @@ async fn observe(State(service): State<&'static str>, req: Request, next: Next) 
     } else if CallContext::is_set() {
         // A hop over the in-memory transport runs in its caller's task, inside the request
         // span of the hop that entered this process, whose trace it carries: a span of its
-        // own per hop cost a GET a tenth of its CPU and told the log nothing the event's
-        // target does not (spans are per hop when they are exported, above).
+        // own per hop cost a 4 KiB GET 4-13% of its CPU and told the log nothing the event's
+        // target and fields do not (spans are per hop when they are exported, above).
         call.traceparent = req.headers().get(TRACEPARENT_HEADER).cloned();
         None
     } else {
