@@ -93,6 +93,9 @@ impl Service for StorageUsers {
             let section = &ctx.config().storage_users;
             let mut cfg = StoreConfig::from_section(section, &dir);
             cfg.default_personal_quota = section.personal_quota;
+            // Users' spaces are written by this service alone: with SQLite, path lookups are
+            // then served from memory between commits (instances sharing PostgreSQL do not).
+            cfg.sole_writer = true;
             let store = Store::open(cfg).await?;
             // Resumable uploads live in the store (records in the database, bytes in the blob
             // store), so every instance sharing it serves every upload.

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -155,6 +156,9 @@ pub(crate) struct Db {
     /// load; queueing them on an async mutex hands the lock over at once and in order.
     /// PostgreSQL needs none: writers serialise per space on the space row instead.
     write_lock: Option<Arc<Mutex<()>>>,
+    /// Commits so far, once [`Db::count_changes`] asked for them: what an in-memory cache of
+    /// reads is checked against (see `store::resolved`).
+    changes: Option<Arc<AtomicU64>>,
 }
 
 impl Db {
@@ -205,7 +209,16 @@ impl Db {
             reads: ops("read"),
             writes: ops("write"),
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
+            changes: None,
         })
+    }
+
+    /// Counts every commit from now on, and returns the count: it moves on only once a commit
+    /// is over, so whatever a read returned before it moved may have changed since and nothing
+    /// read while it stands still has. Commits then run to their end even when their caller
+    /// goes away (see [`WriteTx::finish`]).
+    pub(crate) fn count_changes(&mut self) -> Arc<AtomicU64> {
+        Arc::clone(self.changes.get_or_insert_with(Default::default))
     }
 
     /// A connection for reading.
@@ -244,7 +257,11 @@ impl Db {
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Dialect::Postgres => self.pool.begin().await?,
         };
-        Ok(WriteTx { tx, _guard: guard })
+        Ok(WriteTx {
+            tx,
+            _guard: guard,
+            changes: self.changes.clone(),
+        })
     }
 }
 
@@ -345,6 +362,7 @@ impl Drop for ReadConn {
 pub(crate) struct WriteTx {
     pub(crate) tx: Transaction<'static, Any>,
     _guard: Option<OwnedMutexGuard<()>>,
+    changes: Option<Arc<AtomicU64>>,
 }
 
 impl WriteTx {
@@ -357,7 +375,27 @@ impl WriteTx {
     pub(crate) async fn finish<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Ok(v) => {
-                self.tx.commit().await?;
+                match self.changes {
+                    None => self.tx.commit().await?,
+                    Some(changes) => {
+                        // On its own task: a COMMIT whose caller went away would otherwise
+                        // still land (sqlx sends it to the connection's worker at once) but
+                        // uncounted, and a cache would keep serving what it replaced.
+                        let (tx, guard) = (self.tx, self._guard);
+                        tokio::spawn(async move {
+                            let result = tx.commit().await;
+                            // Counted whether it succeeded or not: a failed COMMIT may have
+                            // landed all the same.
+                            changes.fetch_add(1, Ordering::Release);
+                            drop(guard);
+                            result
+                        })
+                        .await
+                        .map_err(|e| {
+                            StoreError::Io(std::io::Error::other(format!("commit task: {e}")))
+                        })??;
+                    }
+                }
                 Ok(v)
             }
             Err(e) => {

@@ -13,6 +13,7 @@ mod gc;
 mod listing;
 mod props;
 mod put;
+mod resolved;
 mod spaces;
 mod tree;
 
@@ -51,6 +52,11 @@ pub struct StoreConfig {
     pub default_personal_quota: Option<u64>,
     /// Labels this store's metrics (`arca_db_operations_total{store}`); the service's name.
     pub name: String,
+    /// This process is the only writer of a SQLite database: path resolutions are then kept
+    /// in memory between commits (see `resolved`), and the file is locked (`FILE.lock`) while
+    /// the store is open, so a second process that opens it waits for the first to close it.
+    /// Ignored for PostgreSQL, whose other clients may write at any time.
+    pub sole_writer: bool,
 }
 
 impl StoreConfig {
@@ -93,6 +99,7 @@ impl StoreConfig {
             max_db_connections: None,
             default_personal_quota: None,
             name: "store".to_owned(),
+            sole_writer: false,
         }
     }
 }
@@ -110,6 +117,10 @@ struct Inner {
     committer: commit::Committer,
     /// Listings served by [`Store::list_dir`] (see `listing`).
     listings: listing::ListingCache,
+    /// Path resolutions, for a SQLite database this process alone writes.
+    resolved: Option<resolved::Resolved>,
+    /// Held while open when `resolved` is: the lock on the database file (see `sole_writer`).
+    _lock: Option<std::fs::File>,
     default_personal_quota: Option<u64>,
 }
 
@@ -133,13 +144,23 @@ impl Store {
     /// Like [`Store::open`] with a blob store built by the caller; `cfg.blobs` is ignored.
     pub async fn open_with_blobs(cfg: StoreConfig, blobs: BlobStore) -> Result<Self> {
         blobs.check().await?;
-        let db = Arc::new(Db::open(&cfg.db_url, cfg.max_db_connections, &cfg.name).await?);
+        let lock = match sqlite_path(&cfg.db_url) {
+            Some(path) if cfg.sole_writer => Some(lock_database(path).await?),
+            _ => None,
+        };
+        let mut db = Db::open(&cfg.db_url, cfg.max_db_connections, &cfg.name).await?;
+        let resolved = lock
+            .is_some()
+            .then(|| resolved::Resolved::new(db.count_changes()));
+        let db = Arc::new(db);
         let committer = commit::Committer::spawn(Arc::clone(&db));
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
                 committer,
                 listings: listing::ListingCache::default(),
+                resolved,
+                _lock: lock,
                 blobs,
                 default_personal_quota: cfg.default_personal_quota,
             }),
@@ -424,6 +445,20 @@ impl Store {
     /// a pooled connection, and a request resolves a path on every call. `.` and `..` segments
     /// are refused, not interpreted.
     pub async fn resolve(&self, space_id: &str, path: &str) -> Result<Node> {
+        let key = resolved::Key::Space { space_id, path };
+        let Some(cache) = &self.inner.resolved else {
+            return self.resolve_uncached(space_id, path).await;
+        };
+        if let Some((_, node)) = cache.get(&key) {
+            return Ok(node);
+        }
+        let at = cache.now();
+        let node = self.resolve_uncached(space_id, path).await?;
+        cache.put(at, &key, (None, node.clone()));
+        Ok(node)
+    }
+
+    async fn resolve_uncached(&self, space_id: &str, path: &str) -> Result<Node> {
         let segs = segments(path)?;
         let mut c = self.read_conn().await?;
         if segs.is_empty() {
@@ -450,6 +485,26 @@ impl Store {
     /// every request resolves. `None` when the space or the path is missing (the caller then
     /// takes the general way, which creates a missing personal space).
     pub async fn resolve_personal(&self, owner: &str, path: &str) -> Result<Option<(Space, Node)>> {
+        let key = resolved::Key::Personal { owner, path };
+        let Some(cache) = &self.inner.resolved else {
+            return self.resolve_personal_uncached(owner, path).await;
+        };
+        if let Some((Some(space), node)) = cache.get(&key) {
+            return Ok(Some((space, node)));
+        }
+        let at = cache.now();
+        let found = self.resolve_personal_uncached(owner, path).await?;
+        if let Some((space, node)) = &found {
+            cache.put(at, &key, (Some(space.clone()), node.clone()));
+        }
+        Ok(found)
+    }
+
+    async fn resolve_personal_uncached(
+        &self,
+        owner: &str,
+        path: &str,
+    ) -> Result<Option<(Space, Node)>> {
         let segs = segments(path)?;
         let mut c = self.read_conn().await?;
         // Safe: the statement is built from constants and the depth; every value is bound.
@@ -648,6 +703,64 @@ const SPACE_COLS: usize = 8;
 /// owner of a personal space instead, and the space's columns come first
 /// ([`Store::resolve_personal`]). The statement is the same for every path of one depth, so
 /// the driver's statement cache keeps one per depth in use.
+/// The file of a `sqlite://FILE?…` URL; `None` for an in-memory database or PostgreSQL.
+fn sqlite_path(url: &str) -> Option<&std::path::Path> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let file = rest.split('?').next().unwrap_or(rest);
+    (!file.is_empty() && !file.contains(":memory:")).then(|| std::path::Path::new(file))
+}
+
+/// Takes the lock of a SQLite database for this process (see `StoreConfig::sole_writer`),
+/// waiting while another process holds it. The lock is an `flock` on `FILE.lock` beside it, not
+/// on the database file: closing any handle of that file would drop SQLite's own locks.
+async fn lock_database(db: &std::path::Path) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd as _;
+    let mut name = db.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| lock_error(&path, e))?;
+    let flock = |file: &std::fs::File, how| {
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => return Ok(file),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {}
+        Err(e) => return Err(lock_error(&path, e)),
+    }
+    tracing::warn!(
+        lock = %path.display(),
+        "another process has this database open; waiting for it to close it"
+    );
+    tokio::task::spawn_blocking(move || {
+        loop {
+            match flock(&file, libc::LOCK_EX) {
+                Ok(()) => return Ok(file),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(lock_error(&path, e)),
+            }
+        }
+    })
+    .await
+    .map_err(|e| StoreError::Io(std::io::Error::other(format!("database lock: {e}"))))?
+}
+
+fn lock_error(path: &std::path::Path, e: std::io::Error) -> StoreError {
+    StoreError::Io(std::io::Error::new(
+        e.kind(),
+        format!("locking {}: {e}", path.display()),
+    ))
+}
+
 fn resolve_sql(depth: usize, personal: bool) -> String {
     use std::fmt::Write as _;
     let dir = NodeKind::Dir.to_db();

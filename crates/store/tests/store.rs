@@ -1,6 +1,7 @@
 //! Storage behaviour on real databases and a real blob directory.
 //!
-//! Every scenario (in `scenarios/`) runs on SQLite (one test each, in parallel) and on
+//! Every scenario (in `scenarios/`) runs on SQLite (one test each, in parallel; and again on a
+//! store caching path resolutions as storage-users opens it, `sqlite_sole_writer`) and on
 //! PostgreSQL (one test, `postgres`, running all scenarios in turn, each on a fresh database of a
 //! private server — see `support/pg.rs`; it fails when PostgreSQL is missing unless
 //! `ARCA_SKIP_POSTGRES=1`). `s3.rs` runs the blob scenarios against an S3 server.
@@ -18,6 +19,16 @@ macro_rules! scenarios {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let ctx = super::Ctx::sqlite().await;
+                    super::scenarios::$name(&ctx).await;
+                }
+            )*
+        }
+
+        mod sqlite_sole_writer {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let ctx = super::Ctx::sqlite_sole_writer().await;
                     super::scenarios::$name(&ctx).await;
                 }
             )*
@@ -62,6 +73,7 @@ scenarios!(
     personal_space_idempotent,
     resolve_and_path,
     mtime_settable,
+    resolutions_follow_every_change,
     cached_listings_follow_every_change,
 );
 
@@ -91,4 +103,34 @@ async fn default_personal_quota_applies() {
     let project = store.create_project_space("p", "zoe", None).await.unwrap();
     assert_eq!(project.quota, None);
     store.close().await;
+}
+
+/// A SQLite file that a sole writer (`StoreConfig::sole_writer`) has open is not opened by a
+/// second one until the first is gone: each caches what it resolved and would miss the other's
+/// commits, so the second waits for the first's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sole_writer_waits_for_the_first_to_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("m.db");
+    let mut cfg = StoreConfig::new(
+        format!("sqlite://{}?mode=rwc", db.display()),
+        tmp.path().join("blobs"),
+    );
+    cfg.sole_writer = true;
+    let first = Store::open(cfg.clone()).await.unwrap();
+    first.personal_space("ida").await.unwrap();
+    assert!(tmp.path().join("m.db.lock").exists());
+
+    let mut second = tokio::spawn(Store::open(cfg));
+    // A bound on waiting to see it wait, not a stand-in for readiness: an open that does not
+    // wait takes milliseconds.
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(500), &mut second).await;
+    assert!(waited.is_err(), "the second store opened beside the first");
+
+    first.close().await;
+    drop(first);
+    let second = second.await.unwrap().unwrap();
+    let space = second.resolve_personal("ida", "/").await.unwrap();
+    assert!(space.is_some(), "the first store's space is there");
+    second.close().await;
 }

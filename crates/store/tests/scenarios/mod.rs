@@ -1093,6 +1093,90 @@ pub async fn resolve_and_path(ctx: &Ctx) {
     assert_eq!(s.path_of(&space.root_id).await.unwrap(), "/");
 }
 
+/// Every change shows in the next resolution of every path it touched: the file, its new and
+/// old names, its ancestors (whose etags move on). With a store that caches resolutions
+/// (`StoreConfig::sole_writer`), each of these checks reads after a commit.
+pub async fn resolutions_follow_every_change(ctx: &Ctx) {
+    let s = &ctx.store;
+    let space = s.personal_space("rosa").await.unwrap();
+    let etag = |path: &'static str| async move {
+        s.resolve_personal("rosa", path)
+            .await
+            .unwrap()
+            .map(|(_, n)| n.etag)
+    };
+    let d = s.mkdir(&space.root_id, "d").await.unwrap();
+    let v1 = ctx.put(&d.id, "f", b"one").await.unwrap();
+    let root_before = etag("/").await.unwrap();
+    assert_eq!(etag("/d/f").await, Some(v1.etag.clone()));
+    assert_eq!(s.resolve(&space.id, "/d/f").await.unwrap().etag, v1.etag);
+
+    let v2 = ctx.put(&d.id, "f", b"two").await.unwrap();
+    assert_ne!(v2.etag, v1.etag);
+    assert_eq!(etag("/d/f").await, Some(v2.etag.clone()));
+    assert_eq!(s.resolve(&space.id, "/d/f").await.unwrap().etag, v2.etag);
+    let root_after = etag("/").await.unwrap();
+    assert_ne!(root_after, root_before, "the root's etag moved on");
+
+    s.move_node(&v1.id, &space.root_id, "g", false)
+        .await
+        .unwrap();
+    assert_eq!(etag("/d/f").await, None, "the old name is gone");
+    assert!(matches!(
+        s.resolve(&space.id, "/d/f").await,
+        Err(StoreError::NotFound)
+    ));
+    let (_, moved) = s.resolve_personal("rosa", "/g").await.unwrap().unwrap();
+    assert_eq!(moved.id, v1.id);
+    assert_ne!(etag("/").await.unwrap(), root_after);
+
+    s.delete(&v1.id).await.unwrap();
+    assert_eq!(etag("/g").await, None);
+    s.delete(&d.id).await.unwrap();
+    assert!(matches!(
+        s.resolve(&space.id, "/d").await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Readers resolving all the time, racing each commit (a read that saw the old version may
+    // try to keep it just after the commit): once a put has returned, resolving its path shows
+    // what it wrote.
+    let d = s.mkdir(&space.root_id, "busy").await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let (store, stop) = (s.clone(), stop.clone());
+        readers.spawn(async move {
+            let mut reads = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = store.resolve_personal("rosa", "/busy/f").await.unwrap();
+                reads += 1;
+                tokio::task::yield_now().await;
+            }
+            reads
+        });
+    }
+    for i in 0..200u8 {
+        let node = s
+            .put_file(&d.id, "f", body(vec![i], 1), PutOptions::default())
+            .await
+            .unwrap();
+        let (_, seen) = s
+            .resolve_personal("rosa", "/busy/f")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            seen.etag, node.etag,
+            "put {i}: resolution behind the database"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    while let Some(reads) = readers.join_next().await {
+        assert!(reads.unwrap() > 0);
+    }
+}
+
 pub async fn mtime_settable(ctx: &Ctx) {
     let s = &ctx.store;
     let space = s.personal_space("zoe").await.unwrap();

@@ -28,14 +28,23 @@ impl Ctx {
         let tmp = tempfile::tempdir().expect("temp dir");
         let url = sqlite_url(&tmp);
         let blobs = BlobConfig::Local(tmp.path().join("blobs"));
-        Self::open_in(tmp, url, blobs, None).await
+        Self::open_in(tmp, url, blobs, None, false).await
+    }
+
+    /// [`Ctx::sqlite`] as storage-users opens it: the only writer of its file, caching path
+    /// resolutions (`StoreConfig::sole_writer`).
+    pub async fn sqlite_sole_writer() -> Ctx {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let url = sqlite_url(&tmp);
+        let blobs = BlobConfig::Local(tmp.path().join("blobs"));
+        Self::open_in(tmp, url, blobs, None, true).await
     }
 
     /// A store on the given database URL (a fresh PostgreSQL database).
     pub async fn with_url(url: &str) -> Ctx {
         let tmp = tempfile::tempdir().expect("temp dir");
         let blobs = BlobConfig::Local(tmp.path().join("blobs"));
-        Self::open_in(tmp, url.to_owned(), blobs, None).await
+        Self::open_in(tmp, url.to_owned(), blobs, None, false).await
     }
 
     /// A store on a fresh SQLite file, blobs in `bucket`.
@@ -43,7 +52,7 @@ impl Ctx {
         let tmp = tempfile::tempdir().expect("temp dir");
         let url = sqlite_url(&tmp);
         let blobs = BlobConfig::S3(bucket.options.clone());
-        Self::open_in(tmp, url, blobs, Some(bucket)).await
+        Self::open_in(tmp, url, blobs, Some(bucket), false).await
     }
 
     async fn open_in(
@@ -51,8 +60,11 @@ impl Ctx {
         db_url: String,
         blobs: BlobConfig,
         bucket: Option<s3::Bucket>,
+        sole_writer: bool,
     ) -> Ctx {
-        let store = Store::open(StoreConfig::with_blobs(db_url.clone(), blobs.clone()))
+        let mut cfg = StoreConfig::with_blobs(db_url.clone(), blobs.clone());
+        cfg.sole_writer = sole_writer;
+        let store = Store::open(cfg)
             .await
             .unwrap_or_else(|e| panic!("open store on {db_url}: {e}"));
         Ctx {
@@ -64,7 +76,8 @@ impl Ctx {
         }
     }
 
-    /// Reopens the same database and blob store (a restart).
+    /// Reopens the same database and blob store (a restart), as a store that does not cache
+    /// (the first one is still open, and a sole writer's lock would keep this one waiting).
     pub async fn reopen(&self) -> Store {
         Store::open(StoreConfig::with_blobs(
             self.db_url.clone(),
