@@ -73,8 +73,11 @@ pub struct TokenSigner {
     /// sent with many calls and verified at every hop of each; verifying one (MAC, base64,
     /// JSON through a flattened envelope) was ~4% of a 4 KiB GET's CPU. Only a token
     /// identical to one that verified is served from here, and never past its expiry.
-    identities: std::sync::Arc<std::sync::Mutex<HashMap<Box<str>, (Identity, u64)>>>,
+    identities: std::sync::Arc<std::sync::Mutex<Verified>>,
 }
+
+/// Identity tokens that verified, by their text, with their expiry.
+type Verified = HashMap<Box<str>, (Identity, u64)>;
 
 /// At most this many verified identity tokens are remembered: a full set starts over.
 const MAX_VERIFIED: usize = 4_096;
@@ -162,7 +165,7 @@ impl TokenSigner {
         Ok(identity)
     }
 
-    fn verified(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, (Identity, u64)>> {
+    fn verified(&self) -> std::sync::MutexGuard<'_, Verified> {
         // A plain map: a panic elsewhere while holding the lock leaves it usable.
         self.identities
             .lock()
