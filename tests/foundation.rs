@@ -63,9 +63,23 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
         })
         .await?;
     let metrics = get(&arca.debug, "/metrics", &[]).await?.text();
-    assert!(
-        metrics.contains(r#"arca_requests_total{service="frontend",route="/status.php""#),
-        "the frontend counted no /status.php:\n{metrics}"
+    // Both GETs, each counted once under its route, method and status, and timed once.
+    let value = |series: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+    };
+    assert_eq!(
+        value(
+            r#"arca_requests_total{service="frontend",route="/status.php",method="GET",status="200"}"#
+        ),
+        Some(2.0),
+        "the frontend's count of /status.php:\n{metrics}"
+    );
+    assert_eq!(
+        value(r#"arca_request_duration_seconds_count{service="frontend",route="/status.php"}"#),
+        Some(2.0),
+        "the frontend's timings of /status.php:\n{metrics}"
     );
 
     arca.proc.sigterm();
