@@ -698,11 +698,6 @@ fn unpack_children(mut rest: &str, dir_id: &str) -> Option<Vec<Node>> {
 /// How many columns `space_cols!` selects.
 const SPACE_COLS: usize = 8;
 
-/// The statement [`Store::resolve`] runs for a path of `depth` segments: `$1` is the space
-/// (its root has the space's id and no parent), `$2…` the names. With `personal`, `$1` is the
-/// owner of a personal space instead, and the space's columns come first
-/// ([`Store::resolve_personal`]). The statement is the same for every path of one depth, so
-/// the driver's statement cache keeps one per depth in use.
 /// The file of a `sqlite://FILE?…` URL; `None` for an in-memory database or PostgreSQL.
 fn sqlite_path(url: &str) -> Option<&std::path::Path> {
     let rest = url.strip_prefix("sqlite://")?;
@@ -761,6 +756,11 @@ fn lock_error(path: &std::path::Path, e: std::io::Error) -> StoreError {
     ))
 }
 
+/// The statement [`Store::resolve`] runs for a path of `depth` segments: `$1` is the space
+/// (its root has the space's id and no parent), `$2…` the names. With `personal`, `$1` is the
+/// owner of a personal space instead, and the space's columns come first
+/// ([`Store::resolve_personal`]). The statement is the same for every path of one depth, so
+/// the driver's statement cache keeps one per depth in use.
 fn resolve_sql(depth: usize, personal: bool) -> String {
     use std::fmt::Write as _;
     let dir = NodeKind::Dir.to_db();
