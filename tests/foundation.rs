@@ -85,6 +85,15 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
     arca.proc.sigterm();
     assert_eq!(arca.proc.exit_code(WITHIN).await?, Some(0));
     assert_stopped_in_reverse_dependency_order(&arca.proc, &ALL_SERVICES, &DEPENDENCIES);
+    // Info lines wait in a buffer for at most 100 ms: the process writes out the last of them
+    // before it exits.
+    let events = arca.proc.events();
+    assert_eq!(
+        events.last().map(|e| e["fields"]["message"].clone()),
+        Some("stopped cleanly".into()),
+        "{}",
+        arca.proc.stderr_tail(5)
+    );
     Ok(())
 }
 

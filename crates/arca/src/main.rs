@@ -127,7 +127,8 @@ fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {
         }
     });
     // Exit now: the outcome is final, and waiting for idle connection tasks to notice the
-    // runtime going away would only delay the exit.
+    // runtime going away would only delay the exit. Log lines still waiting go out first.
+    arca_runtime::telemetry::flush_logs();
     std::process::exit(code)
 }
 
