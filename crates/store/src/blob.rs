@@ -107,6 +107,9 @@ pub struct BlobStore {
     local_root: Option<PathBuf>,
     /// Local backend: small blobs kept open (see [`OpenBlobs`]).
     open: Arc<OpenBlobs>,
+    /// Local backend: whether a new blob's directory needs an fsync of its own after the
+    /// blob's (see [`fsync_keeps_new_names`]).
+    sync_dirs: bool,
 }
 
 /// Descriptors of small local blobs kept open, by key, with their length.
@@ -195,6 +198,7 @@ impl BlobStore {
         let fs = LocalFileSystem::new_with_prefix(&dir)?.with_fsync(true);
         Ok(BlobStore {
             store: Arc::new(fs),
+            sync_dirs: !fsync_keeps_new_names(&dir),
             local_root: Some(dir),
             open: Arc::default(),
         })
@@ -281,6 +285,7 @@ impl BlobStore {
             store,
             local_root: None,
             open: Arc::default(),
+            sync_dirs: true,
         }
     }
 
@@ -327,9 +332,14 @@ impl BlobStore {
 
     /// Starts writing a new blob; `size_hint` is the declared length, if any.
     pub(crate) fn writer(&self, id: &str, size_hint: Option<u64>) -> BlobWriter {
+        let key = Self::key(id);
         BlobWriter {
             store: Arc::clone(&self.store),
-            key: Self::key(id),
+            direct: self.local_root.as_ref().map(|root| DirectWrite {
+                path: root.join(key.as_ref()),
+                sync_dir: self.sync_dirs,
+            }),
+            key,
             part_size: self.part_size(size_hint),
             state: WriterState::Buffering {
                 parts: Vec::new(),
@@ -406,6 +416,8 @@ impl BlobStore {
     pub(crate) fn writer_at(&self, key: Path, size_hint: Option<u64>) -> BlobWriter {
         BlobWriter {
             store: Arc::clone(&self.store),
+            // Upload parts are read by key alone, so they keep object_store's staged write.
+            direct: None,
             key,
             part_size: self.part_size(size_hint),
             state: WriterState::Buffering {
@@ -694,6 +706,8 @@ enum WriterState {
 /// stay, unseen and billed; on disk the staging file is removed).
 pub(crate) struct BlobWriter {
     store: Arc<dyn ObjectStore>,
+    /// Local blobs: a body that fits in one part is written straight to its final name.
+    direct: Option<DirectWrite>,
     key: Path,
     part_size: usize,
     state: WriterState,
@@ -742,10 +756,17 @@ impl BlobWriter {
     /// fails to complete is aborted by object_store.
     pub(crate) async fn finish(mut self) -> Result<(), StoreError> {
         match std::mem::replace(&mut self.state, WriterState::Done) {
-            WriterState::Buffering { parts, .. } => {
-                let payload: PutPayload = parts.into_iter().collect();
-                self.store.put(&self.key, payload).await?;
-            }
+            WriterState::Buffering { parts, .. } => match self.direct.take() {
+                Some(direct) => {
+                    tokio::task::spawn_blocking(move || direct.write(&parts))
+                        .await
+                        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+                }
+                None => {
+                    let payload: PutPayload = parts.into_iter().collect();
+                    self.store.put(&self.key, payload).await?;
+                }
+            },
             WriterState::Multipart(multipart) => {
                 multipart.finish().await?;
             }
@@ -789,6 +810,90 @@ impl Drop for BlobWriter {
             Err(_) => drop(multipart),
         }
     }
+}
+
+/// A small local blob written in one blocking task, straight to its final name: create, write,
+/// `fdatasync`, and the directory's fsync where the file system needs it.
+///
+/// Why not object_store's put: it writes a staging file, syncs it, renames it and syncs the
+/// directory — two journal commits per blob, and a small PUT's largest cost. The rename exists
+/// so that readers never see a partial object; a blob has no reader before metadata points at
+/// it, which happens only after this returns. A write cut short (an error, a crash) leaves a
+/// file under an "uploading" row, which the put's own cleanup or the collector deletes.
+struct DirectWrite {
+    path: PathBuf,
+    sync_dir: bool,
+}
+
+impl DirectWrite {
+    fn write(self, parts: &[Bytes]) -> Result<(), StoreError> {
+        let mut file = self.create()?;
+        let written = (|| {
+            use std::io::Write as _;
+            for part in parts {
+                file.write_all(part)?;
+            }
+            file.sync_data()?;
+            if self.sync_dir
+                && let Some(dir) = self.path.parent()
+            {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            // Best effort: what stays is an uploading blob, the collector's to remove.
+            let _ = std::fs::remove_file(&self.path);
+        }
+        written.map_err(StoreError::Io)
+    }
+
+    /// Creates the blob's file; never opens one that exists.
+    fn create(&self) -> std::io::Result<std::fs::File> {
+        match std::fs::File::create_new(&self.path) {
+            // The fan-out directory was removed by hand: make it again, durably.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let Some(dir) = self.path.parent() else {
+                    return Err(e);
+                };
+                std::fs::create_dir_all(dir)?;
+                if let Some(root) = dir.parent() {
+                    std::fs::File::open(root)?.sync_all()?;
+                }
+                std::fs::File::create_new(&self.path)
+            }
+            created => created,
+        }
+    }
+}
+
+/// Whether fsync of a newly created file also makes its name durable on the file system
+/// holding `dir`, so the directory needs no fsync of its own. True for ext4 and XFS: ext4 adds
+/// the name in the same journal transaction as the inode, which the file's fsync commits (in
+/// no-journal mode ext4 syncs the parent itself), and XFS forces its log up to the inode's
+/// last change, which includes the create. Everywhere else the directory is synced too, at a
+/// cost: on this ext4 a directory fsync after each blob's doubled the disk cache flushes per
+/// blob (0.6 to 1.2) and the CPU time of a 4 KiB PUT grew by a tenth.
+#[cfg(target_os = "linux")]
+fn fsync_keeps_new_names(dir: &FsPath) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `fs` is valid for one `statfs` struct,
+    // which the call fills when it returns 0.
+    if unsafe { libc::statfs(path.as_ptr(), fs.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: statfs returned 0, so it filled the struct.
+    let fs = unsafe { fs.assume_init() };
+    matches!(fs.f_type, libc::EXT4_SUPER_MAGIC | libc::XFS_SUPER_MAGIC)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fsync_keeps_new_names(_: &FsPath) -> bool {
+    false
 }
 
 #[cfg(test)]
@@ -864,6 +969,63 @@ mod tests {
             read(None).await,
             Err(StoreError::Blob(object_store::Error::NotFound { .. }))
         ));
+    }
+
+    /// A body that fits in one part lands under its final name in one go (no staging file
+    /// left, none renamed), in a fan-out directory made again if it was removed; a file
+    /// already under the name is neither opened nor removed.
+    #[tokio::test]
+    async fn small_local_blobs_are_written_in_place() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let blobs = BlobStore::local(dir.path()).unwrap();
+        let write = |id: &'static str, parts: Vec<&'static [u8]>| {
+            let blobs = blobs.clone();
+            async move {
+                let mut w = blobs.writer(id, None);
+                for part in parts {
+                    w.write(Bytes::from_static(part)).await?;
+                }
+                w.finish().await
+            }
+        };
+        let id = "ab112233445566778899aabbccddeeff";
+        write(id, vec![b"hello ", b"world"]).await.unwrap();
+        let path = blobs.local_path(id).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello world");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from(id)]);
+
+        std::fs::remove_dir_all(dir.path().join("cd")).unwrap();
+        let id = "cd112233445566778899aabbccddeeff";
+        write(id, vec![b"again"]).await.unwrap();
+        assert_eq!(
+            std::fs::read(blobs.local_path(id).unwrap()).unwrap(),
+            b"again"
+        );
+
+        let taken = "ef112233445566778899aabbccddeeff";
+        std::fs::write(blobs.local_path(taken).unwrap(), b"someone else's").unwrap();
+        let err = write(taken, vec![b"mine"]).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Io(e) if e.kind() == std::io::ErrorKind::AlreadyExists),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(blobs.local_path(taken).unwrap()).unwrap(),
+            b"someone else's"
+        );
+    }
+
+    /// Directories are synced on a file system not known to keep a new file's name with the
+    /// file's fsync.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn new_names_are_trusted_to_ext4_and_xfs_only() {
+        assert!(!fsync_keeps_new_names(FsPath::new("/proc")));
+        assert!(!fsync_keeps_new_names(FsPath::new("/no/such/dir")));
     }
 
     #[cfg(target_os = "linux")]
