@@ -6,7 +6,7 @@
 //! node comes back in the `x-arca-node` header (base64 protobuf), so the frontend can answer
 //! with ETag and file id without another call.
 
-use arca_store::{ChecksumAlgo, PutOptions, StoreError};
+use arca_store::{ChecksumAlgo, Precheck, PutOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -89,6 +89,10 @@ pub(crate) async fn upload(
         mtime: mtime(grant.mtime_ns),
         expected_checksum,
         content_length: u64::try_from(grant.length).ok(),
+        prechecked: grant.space.map(|space_id| Precheck {
+            space_id,
+            allowance: grant.allowance,
+        }),
     };
     let stream = body
         .into_data_stream()

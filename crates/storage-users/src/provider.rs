@@ -39,6 +39,12 @@ pub(crate) struct UploadGrant {
     pub(crate) length: i64,
     #[serde(default)]
     pub(crate) checksum: String,
+    /// Set when the early checks of the put were made as the grant was minted (see
+    /// `arca_store::Precheck`): the space, and the bytes the body may have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) space: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) allowance: Option<u64>,
 }
 
 /// What a download token grants: reading one node.
@@ -897,19 +903,31 @@ impl Storage for Provider {
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, parent, mut name, mut path, perm, mut found, locks_possible) =
+        // The fast path reads the space, the parent and the target in one query: what the
+        // put would check before reading the body is checked here on it, and the put skips
+        // its own read (`prechecked`).
+        let (space, parent, mut name, mut path, perm, mut found, locks_possible, one_read) =
             match self.personal_entry(who, r.r#ref.as_ref()).await? {
                 Some((space, parent, name, path, child)) => {
                     let (child, locks) = child;
                     let found = child.ok_or(arca_store::StoreError::NotFound);
-                    (space, parent, name, path, grants::Perm::OWNER, found, locks)
+                    (
+                        space,
+                        parent,
+                        name,
+                        path,
+                        grants::Perm::OWNER,
+                        found,
+                        locks,
+                        true,
+                    )
                 }
                 None => {
                     let (space, parent, name, path, perm) =
                         self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
                     arca_store::validate_name(&name).map_err(status)?;
                     let found = self.store.child(&parent.id, &name).await;
-                    (space, parent, name, path, perm, found, true)
+                    (space, parent, name, path, perm, found, true, false)
                 }
             };
         // Upload-only: a taken name is neither replaced nor revealed (grants::free_name).
@@ -924,14 +942,17 @@ impl Storage for Provider {
         } else {
             grants::CREATE
         })?;
-        let existing = match found {
+        let found = match found {
             Ok(n) if n.is_dir() => {
                 return Err(ErrorKind::Conflict.status("a collection exists under this name"));
             }
-            Ok(n) => Some(self.node_message(&n, path.clone(), &space.owner)),
+            Ok(n) => Some(n),
             Err(arca_store::StoreError::NotFound) => None,
             Err(e) => return Err(status(e)),
         };
+        let existing = found
+            .as_ref()
+            .map(|n| self.node_message(n, path.clone(), &space.owner));
         let touch = if existing.is_some() {
             Touch::Resource
         } else {
@@ -961,6 +982,17 @@ impl Storage for Provider {
                 .await?;
             return Ok(Response::new(transfer));
         }
+        let prechecked = if one_read {
+            let opts = arca_store::PutOptions {
+                if_match: (!r.if_match.is_empty()).then(|| r.if_match.clone()),
+                if_none_match_any: r.if_none_match_any,
+                content_length: u64::try_from(r.length).ok(),
+                ..Default::default()
+            };
+            Some(arca_store::Precheck::of(&space, &parent, found.as_ref(), &opts).map_err(status)?)
+        } else {
+            None
+        };
         let grant = UploadGrant {
             parent: parent.id.clone(),
             name,
@@ -972,6 +1004,8 @@ impl Storage for Provider {
             mtime_ns: r.mtime_ns,
             length: r.length,
             checksum: r.checksum.clone(),
+            space: prechecked.as_ref().map(|p| p.space_id.clone()),
+            allowance: prechecked.and_then(|p| p.allowance),
         };
         Ok(Response::new(Transfer {
             provider: self.name.to_owned(),

@@ -490,6 +490,7 @@ impl Provider {
             mtime: mtime(record.mtime_ns),
             expected_checksum: None,
             content_length: Some(record.length),
+            prechecked: None,
         };
         Ok(self.store.commit_upload(record, opts).await?)
     }

@@ -47,7 +47,7 @@ pub use credentials::CredentialEvent;
 pub use error::StoreError;
 pub use groups::Group;
 pub use locks::Lock;
-pub use model::{DeadProp, Node, NodeKind, PropPatch, PutOptions, Space, SpaceKind};
+pub use model::{DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space, SpaceKind};
 pub use names::validate_name;
 pub use shares::{ShareFilter, ShareRow};
 pub use store::{Download, Store, StoreConfig};

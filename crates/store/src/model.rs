@@ -156,4 +156,20 @@ pub struct PutOptions {
     /// The declared body length: checked against the quota before the body is read, and against
     /// the body received.
     pub content_length: Option<u64>,
+    /// The early checks, when the caller has just made them (see [`Precheck::of`]): the put
+    /// then skips its own first read. `None`: the put makes them before reading the body.
+    pub prechecked: Option<Precheck>,
+}
+
+/// What a put checks before it reads a body (parent, target, preconditions, the quota against
+/// the declared length), done by a caller that had just read the parent, the node under the
+/// name and the space; made by [`Precheck::of`]. The commit checks everything again, so a
+/// precheck that went stale cannot let anything through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Precheck {
+    /// The space written into.
+    pub space_id: String,
+    /// Bytes the body may have before the quota is exceeded (`None` = unlimited); a body that
+    /// grows past it is refused while it streams.
+    pub allowance: Option<u64>,
 }

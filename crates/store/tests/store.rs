@@ -56,6 +56,7 @@ scenarios!(
     dir_sizes_are_subtree_sizes,
     checksums_match_content,
     quota_exceeded_writes_nothing,
+    stale_prechecks_let_nothing_through,
     if_match_mismatch_keeps_old_content,
     concurrent_puts_are_atomic,
     concurrent_if_match_one_winner,

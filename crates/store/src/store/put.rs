@@ -27,7 +27,7 @@ use crate::checksum::{Checksums, Hasher};
 use crate::db::{node_cols, node_from_row};
 use crate::error::BoxError;
 use crate::ids::new_id;
-use crate::model::{Node, PutOptions};
+use crate::model::{Node, Precheck, PutOptions, Space};
 use crate::names::validate_name;
 use crate::{Result, StoreError};
 
@@ -76,7 +76,10 @@ impl Store {
         E: Into<BoxError>,
     {
         validate_name(name)?;
-        let (space_id, allowance) = self.precheck_put(parent_id, name, &opts).await?;
+        let (space_id, allowance) = match &opts.prechecked {
+            Some(p) => (p.space_id.clone(), p.allowance),
+            None => self.precheck_put(parent_id, name, &opts).await?,
+        };
 
         let blob_id = new_id();
         self.record_upload(&blob_id).await?;
@@ -142,19 +145,10 @@ impl Store {
             }
         }
         let parent = parent.ok_or(StoreError::Conflict)?;
-        check_target(&parent, existing.as_ref(), opts)?;
         let (quota, used) = space.ok_or(StoreError::Conflict)?;
         let quota = quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0);
         let used = u64::try_from(used).unwrap_or(0);
-        let allowance = quota.map(|quota| {
-            let used_by_others = used.saturating_sub(existing.as_ref().map_or(0, |n| n.size));
-            quota.saturating_sub(used_by_others)
-        });
-        if let (Some(allowance), Some(len)) = (allowance, opts.content_length)
-            && len > allowance
-        {
-            return Err(StoreError::QuotaExceeded);
-        }
+        let allowance = early_checks(&parent, existing.as_ref(), opts, quota, used)?;
         Ok((parent.space_id, allowance))
     }
 
@@ -307,6 +301,54 @@ impl Store {
             .await?;
         Ok((range, stream))
     }
+}
+
+impl Precheck {
+    /// The checks [`Store::put_file`] makes before reading a body, on what the caller has just
+    /// read: the space, the parent directory and the node now under the name, if any.
+    ///
+    /// Errors: as `put_file`'s early refusals: `NotADirectory`, `IsADirectory`,
+    /// `PreconditionFailed`, `QuotaExceeded` (for the declared length).
+    pub fn of(
+        space: &Space,
+        parent: &Node,
+        existing: Option<&Node>,
+        opts: &PutOptions,
+    ) -> Result<Precheck> {
+        if parent.space_id != space.id {
+            return Err(StoreError::Corrupt(format!(
+                "directory {} is not in space {}",
+                parent.id, space.id
+            )));
+        }
+        let allowance = early_checks(parent, existing, opts, space.quota, space.used)?;
+        Ok(Precheck {
+            space_id: space.id.clone(),
+            allowance,
+        })
+    }
+}
+
+/// The early refusals, and the bytes the body may have (`None` = unlimited), given the
+/// space's quota (`None` = unlimited) and the bytes it uses.
+fn early_checks(
+    parent: &Node,
+    existing: Option<&Node>,
+    opts: &PutOptions,
+    quota: Option<u64>,
+    used: u64,
+) -> Result<Option<u64>> {
+    check_target(parent, existing, opts)?;
+    let allowance = quota.map(|quota| {
+        let used_by_others = used.saturating_sub(existing.map_or(0, |n| n.size));
+        quota.saturating_sub(used_by_others)
+    });
+    if let (Some(allowance), Some(len)) = (allowance, opts.content_length)
+        && len > allowance
+    {
+        return Err(StoreError::QuotaExceeded);
+    }
+    Ok(allowance)
 }
 
 /// The rules shared by the precheck and the commit.

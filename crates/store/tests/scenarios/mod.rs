@@ -8,7 +8,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arca_store::{ChecksumAlgo, DeadProp, NodeKind, PropPatch, PutOptions, SpaceKind, StoreError};
+use arca_store::{
+    ChecksumAlgo, DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space, SpaceKind,
+    StoreError,
+};
 use md5::Md5;
 use sha1::{Digest, Sha1};
 
@@ -302,6 +305,98 @@ pub async fn quota_exceeded_writes_nothing(ctx: &Ctx) {
     // Unlimited again.
     s.set_quota(&space.id, None).await.unwrap();
     ctx.put(root, "b", &[1; 500]).await.unwrap();
+}
+
+/// A put whose early checks the caller made (`PutOptions::prechecked`) skips its own, but the
+/// commit still checks everything: a precheck gone stale lets nothing through.
+pub async fn stale_prechecks_let_nothing_through(ctx: &Ctx) {
+    let s = &ctx.store;
+    let space = s
+        .create_project_space("pre", "gina", Some(100))
+        .await
+        .unwrap();
+    let root = s.stat(&space.root_id).await.unwrap();
+    let check = |space: &Space, existing: Option<&Node>, opts: PutOptions| {
+        Precheck::of(space, &root, existing, &opts).map(|p| PutOptions {
+            prechecked: Some(p),
+            ..opts
+        })
+    };
+    let sized = |len: u64| PutOptions {
+        content_length: Some(len),
+        ..Default::default()
+    };
+
+    // The refusals are those of the put's own precheck.
+    let err = check(&space, None, sized(101)).unwrap_err();
+    assert!(matches!(err, StoreError::QuotaExceeded), "{err:?}");
+    let dir = s.mkdir(&space.root_id, "d").await.unwrap();
+    let err = check(&space, Some(&dir), sized(1)).unwrap_err();
+    assert!(matches!(err, StoreError::IsADirectory), "{err:?}");
+    let err = check(
+        &space,
+        None,
+        PutOptions {
+            if_match: Some("\"x\"".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, StoreError::PreconditionFailed), "{err:?}");
+
+    // Checked on an empty space, committed after another put used most of it.
+    let fits = check(&space, None, sized(60)).unwrap();
+    assert_eq!(fits.prechecked.as_ref().unwrap().allowance, Some(100));
+    ctx.put(&space.root_id, "a", &[0; 60]).await.unwrap();
+    let err = s
+        .put_file(&space.root_id, "b", body(vec![1; 60], 10), fits)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::QuotaExceeded), "{err:?}");
+
+    // Checked while the name was free, committed after it was taken.
+    let fresh = check(
+        &space,
+        None,
+        PutOptions {
+            if_none_match_any: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ctx.put(&space.root_id, "c", b"first").await.unwrap();
+    let err = s
+        .put_file(&space.root_id, "c", body(b"second".to_vec(), 3), fresh)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::PreconditionFailed), "{err:?}");
+
+    // The allowance bounds a body of unknown length while it streams.
+    let now = s.space(&space.id).await.unwrap();
+    let open_ended = check(&now, None, PutOptions::default()).unwrap();
+    assert_eq!(open_ended.prechecked.as_ref().unwrap().allowance, Some(35));
+    let err = s
+        .put_file(
+            &space.root_id,
+            "e",
+            body(vec![2; 36], 4),
+            open_ended.clone(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::QuotaExceeded), "{err:?}");
+    s.put_file(&space.root_id, "e", body(vec![2; 35], 4), open_ended)
+        .await
+        .unwrap();
+
+    let after = s.space(&space.id).await.unwrap();
+    assert_eq!(after.used, 100);
+    assert!(matches!(
+        s.resolve(&space.id, "/b").await,
+        Err(StoreError::NotFound)
+    ));
+    let c = s.resolve(&space.id, "/c").await.unwrap();
+    assert_eq!(ctx.read(&c.id).await, b"first");
 }
 
 pub async fn if_match_mismatch_keeps_old_content(ctx: &Ctx) {
