@@ -247,12 +247,9 @@ impl Db {
     /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction that
     /// reads first and writes later fails with SQLITE_BUSY when another writer committed in
     /// between, instead of waiting.
-    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<'static>, StoreError> {
         self.writes.increment(1);
-        let guard = match &self.write_lock {
-            Some(lock) => Some(Arc::clone(lock).lock_owned().await),
-            None => None,
-        };
+        let guard = self.write_guard().await;
         let tx = match self.dialect {
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Dialect::Postgres => self.pool.begin().await?,
@@ -262,6 +259,39 @@ impl Db {
             _guard: guard,
             changes: self.changes.clone(),
         })
+    }
+
+    /// A connection for a caller that runs write transactions back to back on it
+    /// ([`Db::begin_write_on`]): the group committer keeps one while work is queued, so a
+    /// batch pays no pool hand-off. Give it back (drop it) when idle: closing the store waits
+    /// for every connection.
+    pub(crate) async fn writer_conn(&self) -> Result<PoolConnection<Any>, StoreError> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    /// [`Db::begin_write`] on a connection the caller holds (see [`Db::writer_conn`]).
+    pub(crate) async fn begin_write_on<'c>(
+        &self,
+        conn: &'c mut AnyConnection,
+    ) -> Result<WriteTx<'c>, StoreError> {
+        self.writes.increment(1);
+        let guard = self.write_guard().await;
+        let tx = match self.dialect {
+            Dialect::Sqlite => conn.begin_with("BEGIN IMMEDIATE").await?,
+            Dialect::Postgres => conn.begin().await?,
+        };
+        Ok(WriteTx {
+            tx,
+            _guard: guard,
+            changes: self.changes.clone(),
+        })
+    }
+
+    async fn write_guard(&self) -> Option<OwnedMutexGuard<()>> {
+        match &self.write_lock {
+            Some(lock) => Some(Arc::clone(lock).lock_owned().await),
+            None => None,
+        }
     }
 }
 
@@ -359,17 +389,40 @@ impl Drop for ReadConn {
 
 /// A write transaction. Field order matters: the transaction is dropped (rolled back) before the
 /// in-process write lock is released.
-pub(crate) struct WriteTx {
-    pub(crate) tx: Transaction<'static, Any>,
+pub(crate) struct WriteTx<'c> {
+    pub(crate) tx: Transaction<'c, Any>,
     _guard: Option<OwnedMutexGuard<()>>,
     changes: Option<Arc<AtomicU64>>,
 }
 
-impl WriteTx {
+impl WriteTx<'_> {
     pub(crate) fn conn(&mut self) -> &mut AnyConnection {
         &mut self.tx
     }
 
+    /// Commits on the caller's task. Only for a caller whose future is never dropped midway
+    /// (the group committer's own task): [`WriteTx::finish`] explains why others may not.
+    pub(crate) async fn commit_here(self) -> Result<(), StoreError> {
+        let result = self.tx.commit().await;
+        if let Some(changes) = &self.changes {
+            // Counted whether it succeeded or not: a failed COMMIT may have landed.
+            changes.fetch_add(1, Ordering::Release);
+        }
+        drop(self._guard);
+        Ok(result?)
+    }
+
+    /// Rolls back explicitly (rather than on drop, so the connection is clean before the
+    /// write lock passes on), and returns `error`.
+    pub(crate) async fn roll_back(self, error: StoreError) -> StoreError {
+        if let Err(rb) = self.tx.rollback().await {
+            tracing::warn!(error = %rb, "rollback failed");
+        }
+        error
+    }
+}
+
+impl WriteTx<'static> {
     /// Commits on `Ok`, rolls back explicitly on `Err` (rather than on drop, so the connection
     /// is clean before the write lock passes on).
     pub(crate) async fn finish<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
@@ -398,12 +451,7 @@ impl WriteTx {
                 }
                 Ok(v)
             }
-            Err(e) => {
-                if let Err(rb) = self.tx.rollback().await {
-                    tracing::warn!(error = %rb, "rollback failed");
-                }
-                Err(e)
-            }
+            Err(e) => Err(self.roll_back(e).await),
         }
     }
 }

@@ -26,7 +26,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::{AnyConnection, Row as _};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::put::{Written, check_target};
@@ -83,8 +84,13 @@ impl Committer {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut jobs = Vec::with_capacity(MAX_BATCH);
+            // Kept while jobs keep coming: a batch then pays no pool hand-off.
+            let mut conn = None;
             while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-                run(&db, std::mem::take(&mut jobs)).await;
+                run(&db, &mut conn, std::mem::take(&mut jobs)).await;
+                if rx.is_empty() {
+                    conn = None;
+                }
             }
         });
         Committer { tx }
@@ -130,10 +136,18 @@ struct Applied {
     node: Node,
 }
 
+/// The committer's connection, while it keeps one.
+type Held = Option<PoolConnection<Any>>;
+
 /// Applies `jobs`, retrying each alone when the batch as a whole fails, and answers every job.
-async fn run(db: &Db, jobs: Vec<Job>) {
+async fn run(db: &Db, conn: &mut Held, jobs: Vec<Job>) {
     let single = jobs.len() == 1;
-    match attempt(db, &jobs).await {
+    let attempted = attempt(db, conn, &jobs).await;
+    if attempted.is_err() {
+        // Whatever failed, the next transaction starts on a fresh connection.
+        *conn = None;
+    }
+    match attempted {
         Ok(outcomes) => answer(jobs, outcomes.into_iter().map(Ok).collect()),
         Err(Failure::Commit(e)) => {
             let message = e.to_string();
@@ -157,7 +171,7 @@ async fn run(db: &Db, jobs: Vec<Job>) {
             tracing::debug!(error = %e, jobs = jobs.len(), "batch failed, retrying its jobs alone");
             for job in jobs {
                 // Boxed: the retry of a single job never recurses further.
-                Box::pin(run(db, vec![job])).await;
+                Box::pin(run(db, conn, vec![job])).await;
             }
         }
     }
@@ -202,19 +216,25 @@ enum Failure {
 }
 
 /// One transaction for `jobs`: per job `None` for a record, `Some(outcome)` for a put.
-async fn attempt(db: &Db, jobs: &[Job]) -> std::result::Result<Vec<Option<Outcome>>, Failure> {
-    let mut w = db.begin_write().await.map_err(Failure::Before)?;
+///
+/// The COMMIT runs on this task: the committer's task is never dropped midway, so it needs
+/// none of its own (see `WriteTx::commit_here`).
+async fn attempt(
+    db: &Db,
+    conn: &mut Held,
+    jobs: &[Job],
+) -> std::result::Result<Vec<Option<Outcome>>, Failure> {
+    let c = match conn {
+        Some(c) => c,
+        None => conn.insert(db.writer_conn().await.map_err(Failure::Before)?),
+    };
+    let mut w = db.begin_write_on(c).await.map_err(Failure::Before)?;
     match apply(w.conn(), jobs).await {
-        Ok(outcomes) => match w.finish(Ok(())).await {
+        Ok(outcomes) => match w.commit_here().await {
             Ok(()) => Ok(outcomes),
             Err(e) => Err(Failure::Commit(e)),
         },
-        Err(e) => Err(Failure::Before(
-            w.finish::<()>(Err(e))
-                .await
-                .err()
-                .unwrap_or_else(|| StoreError::Corrupt("a rollback reported success".into())),
-        )),
+        Err(e) => Err(Failure::Before(w.roll_back(e).await)),
     }
 }
 
