@@ -176,7 +176,7 @@ impl Store {
         &self.inner.db
     }
 
-    fn committer(&self) -> &commit::Committer {
+    pub(crate) fn committer(&self) -> &commit::Committer {
         &self.inner.committer
     }
 

@@ -25,6 +25,8 @@
 //! is reported as "may have committed": the caller must then leave its blob to the collector.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, Row as _};
@@ -57,8 +59,15 @@ pub(crate) struct CommitFailed {
 }
 
 enum Job {
-    Record {
-        blob_id: String,
+    /// Upload rows for `ids`: the first is the requester's, the rest go to `reserved`.
+    Reserve {
+        ids: Vec<String>,
+        reserved: Arc<Reserved>,
+        reply: oneshot::Sender<Result<String>>,
+    },
+    /// Deletes the rows `reserved` holds (see [`Committer::forget_reserved`]).
+    Forget {
+        reserved: Arc<Reserved>,
         reply: oneshot::Sender<Result<()>>,
     },
     Put {
@@ -71,6 +80,87 @@ enum Job {
 /// gone (the store is dropped).
 pub(crate) struct Committer {
     tx: mpsc::UnboundedSender<Job>,
+    reserved: Arc<Reserved>,
+}
+
+/// How long a reserved upload row may wait for its put: far below the collector's minimum
+/// age (an hour in storage-users; it must exceed the longest upload anyway), so the collector
+/// never takes a row for abandoned that a put is about to use.
+const RESERVED_FOR: Duration = Duration::from_secs(60);
+
+/// Puts per second from which upload rows are committed ahead of need.
+const RESERVE_FROM: u32 = 32;
+
+/// Upload rows committed ahead of the puts that take them.
+///
+/// Why: a put's "uploading" row must be committed before its first byte is written, so every
+/// put waited for a whole batch of the committer — the bottleneck of small PUTs — before it
+/// could write its blob, and then for another to commit it; and the committer paid an INSERT
+/// per batch. Under load (at least [`RESERVE_FROM`] puts in the last second) a put that finds
+/// no row ready commits rows for a quarter second of puts at once (at most [`MAX_BATCH`]) and
+/// the puts after it take those. Below that, a row per put as before, so a trickle of puts
+/// leaves no spare rows.
+///
+/// Rows never taken (the process stopped, or [`RESERVED_FOR`] passed) are collected as any
+/// abandoned upload. [`Store::collect_orphans`](crate::Store::collect_orphans) first deletes
+/// the rows this process holds, through the queue after any reservation in it, so even a zero
+/// minimum age never collects a row a later put takes.
+pub(crate) struct Reserved {
+    ids: std::sync::Mutex<Vec<(String, Instant)>>,
+    /// One reservation at a time: puts that find none ready wait for it.
+    reserving: tokio::sync::Mutex<()>,
+    /// Puts counted in the current second and the one before.
+    demand: std::sync::Mutex<(Instant, u32, u32)>,
+}
+
+impl Default for Reserved {
+    fn default() -> Self {
+        Reserved {
+            ids: std::sync::Mutex::default(),
+            reserving: tokio::sync::Mutex::default(),
+            demand: std::sync::Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
+}
+
+impl Reserved {
+    fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts a put; returns the puts in the last second or so.
+    fn count(&self) -> u32 {
+        let mut d = Self::lock(&self.demand);
+        let (since, this, last) = &mut *d;
+        let age = since.elapsed();
+        if age >= Duration::from_secs(1) {
+            *last = if age < Duration::from_secs(2) {
+                *this
+            } else {
+                0
+            };
+            *this = 0;
+            *since = Instant::now();
+        }
+        *this += 1;
+        (*this).max(*last)
+    }
+
+    /// A row still fresh enough to take.
+    fn take(&self) -> Option<String> {
+        let mut ids = Self::lock(&self.ids);
+        while let Some((id, at)) = ids.pop() {
+            if at.elapsed() < RESERVED_FOR {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    fn keep(&self, ids: impl IntoIterator<Item = String>) {
+        let now = Instant::now();
+        Self::lock(&self.ids).extend(ids.into_iter().map(|id| (id, now)));
+    }
 }
 
 fn stopped() -> StoreError {
@@ -80,28 +170,73 @@ fn stopped() -> StoreError {
 impl Committer {
     /// Starts the writer task on the current runtime. The queue needs no bound of its own:
     /// every job in it is awaited by the request that queued it.
-    pub(crate) fn spawn(db: std::sync::Arc<Db>) -> Self {
+    pub(crate) fn spawn(db: Arc<Db>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut jobs = Vec::with_capacity(MAX_BATCH);
             // Kept while jobs keep coming: a batch then pays no pool hand-off.
             let mut conn = None;
             while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-                run(&db, &mut conn, std::mem::take(&mut jobs)).await;
+                let mut batch = std::mem::take(&mut jobs);
+                // A forget runs after the jobs before it are answered (a reservation among
+                // them has handed its rows over by then), in a transaction of its own.
+                while let Some(at) = batch.iter().position(|j| matches!(j, Job::Forget { .. })) {
+                    let rest = batch.split_off(at + 1);
+                    if let Some(Job::Forget { reserved, reply }) = batch.pop() {
+                        if !batch.is_empty() {
+                            run(&db, &mut conn, batch).await;
+                        }
+                        let _ = reply.send(forget(&db, &reserved).await);
+                    }
+                    batch = rest;
+                }
+                if !batch.is_empty() {
+                    run(&db, &mut conn, batch).await;
+                }
                 if rx.is_empty() {
                     conn = None;
                 }
             }
         });
-        Committer { tx }
+        Committer {
+            tx,
+            reserved: Arc::default(),
+        }
     }
 
-    /// Commits the "uploading" row of `blob_id` (see `put`); returns once it is committed.
-    pub(crate) async fn record(&self, blob_id: &str) -> Result<()> {
+    /// A blob id whose "uploading" row is committed (see [`Reserved`]).
+    pub(crate) async fn reserve(&self) -> Result<String> {
+        let demand = self.reserved.count();
+        if let Some(id) = self.reserved.take() {
+            return Ok(id);
+        }
+        let _one = self.reserved.reserving.lock().await;
+        if let Some(id) = self.reserved.take() {
+            return Ok(id);
+        }
+        let n = if demand >= RESERVE_FROM {
+            (demand as usize / 4).clamp(1, MAX_BATCH)
+        } else {
+            1
+        };
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Job::Record {
-                blob_id: blob_id.to_owned(),
+            .send(Job::Reserve {
+                ids: (0..n).map(|_| new_id()).collect(),
+                reserved: Arc::clone(&self.reserved),
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Deletes the upload rows reserved and not yet taken, once every job queued before has
+    /// been answered.
+    pub(crate) async fn forget_reserved(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Forget {
+                reserved: Arc::clone(&self.reserved),
                 reply,
             })
             .map_err(|_| stopped())?;
@@ -182,8 +317,25 @@ async fn run(db: &Db, conn: &mut Held, jobs: Vec<Job>) {
 fn answer(jobs: Vec<Job>, results: Vec<std::result::Result<Option<Outcome>, StoreError>>) {
     for (job, result) in jobs.into_iter().zip(results) {
         match job {
-            Job::Record { reply, .. } => {
-                let _ = reply.send(result.map(|_| ()));
+            Job::Reserve {
+                mut ids,
+                reserved,
+                reply,
+            } => {
+                let mine = result.and_then(|_| {
+                    ids.pop()
+                        .ok_or_else(|| StoreError::Corrupt("an empty reservation".into()))
+                });
+                if mine.is_ok() {
+                    reserved.keep(ids);
+                }
+                // A requester that went away leaves its row to the collector.
+                let _ = reply.send(mine);
+            }
+            Job::Forget { reply, .. } => {
+                let _ = reply.send(Err(StoreError::Corrupt(
+                    "a forget was batched with other writes".into(),
+                )));
             }
             Job::Put { reply, .. } => {
                 let r = match result {
@@ -249,9 +401,9 @@ struct SpaceState {
 async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome>>> {
     let records: Vec<&str> = jobs
         .iter()
-        .filter_map(|j| match j {
-            Job::Record { blob_id, .. } => Some(blob_id.as_str()),
-            Job::Put { .. } => None,
+        .flat_map(|j| match j {
+            Job::Reserve { ids, .. } => ids.iter().map(String::as_str).collect(),
+            Job::Put { .. } | Job::Forget { .. } => Vec::new(),
         })
         .collect();
     if !records.is_empty() {
@@ -290,7 +442,7 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
         .iter()
         .filter_map(|j| match j {
             Job::Put { put, .. } => Some(&**put),
-            Job::Record { .. } => None,
+            _ => None,
         })
         .collect();
     if puts.is_empty() {
@@ -445,6 +597,33 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
         propagate(c, parent, &new_id(), delta, created.then_some(now)).await?;
     }
     Ok(outcomes)
+}
+
+/// Deletes the upload rows `reserved` holds (none of them has a blob: no put took them).
+async fn forget(db: &Db, reserved: &Reserved) -> Result<()> {
+    let ids: Vec<String> = std::mem::take(&mut *Reserved::lock(&reserved.ids))
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    for chunk in ids.chunks(MAX_BATCH) {
+        let sql = format!(
+            "DELETE FROM blobs WHERE state = 0 AND id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let mut w = db.begin_write().await?;
+        // Safe: built from constants and the count; every value is bound.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in chunk {
+            q = q.bind(id.as_str());
+        }
+        let r = q
+            .execute(w.conn())
+            .await
+            .map(|_| ())
+            .map_err(StoreError::from);
+        w.finish(r).await?;
+    }
+    Ok(())
 }
 
 /// `$first, $first+1, …` for `n` values.
@@ -626,16 +805,79 @@ mod tests {
         futures::stream::iter([Ok(Bytes::from_static(b))])
     }
 
+    async fn sqlite_store(dir: &tempfile::TempDir) -> Store {
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("m.db").display());
+        Store::open(StoreConfig::new(url, dir.path().join("blobs")))
+            .await
+            .unwrap()
+    }
+
+    /// Under load, upload rows are committed ahead and taken by the puts after; the collector
+    /// removes the ones still held (uncounted, they have no blob) but never one a put took,
+    /// and puts go on after it. A row held past `RESERVED_FOR` is never taken.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn upload_rows_reserved_ahead_are_taken_or_forgotten() {
+        use sqlx::Row as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let s = sqlite_store(&tmp).await;
+        let uploading = || async {
+            let mut c = s.read_conn().await.unwrap();
+            let row = sqlx::query("SELECT count(*) FROM blobs WHERE state = 0")
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            row.try_get::<i64, _>(0).unwrap()
+        };
+        let held = |s: &Store| super::Reserved::lock(&s.committer().reserved.ids).len() as i64;
+        let mut taken = Vec::new();
+        while held(&s) == 0 {
+            assert!(
+                taken.len() < 200,
+                "no rows reserved ahead after {} puts",
+                taken.len()
+            );
+            taken.push(s.committer().reserve().await.unwrap());
+        }
+        assert!(
+            taken.len() >= super::RESERVE_FROM as usize,
+            "{}",
+            taken.len()
+        );
+        assert_eq!(uploading().await, taken.len() as i64 + held(&s));
+        // The next put takes a held row: no new one is committed for it.
+        let before = uploading().await;
+        let next = s.committer().reserve().await.unwrap();
+        assert!(!taken.contains(&next));
+        assert_eq!(uploading().await, before);
+        taken.push(next);
+
+        // The taken ones are abandoned uploads; the held ones are no one's.
+        let collected = s.collect_orphans(std::time::Duration::ZERO).await.unwrap();
+        assert_eq!(collected, taken.len() as u64);
+        assert_eq!((uploading().await, held(&s)), (0, 0));
+        let space = s.personal_space("u").await.unwrap();
+        s.put_file(&space.root_id, "f", body(b"after"), PutOptions::default())
+            .await
+            .unwrap();
+
+        s.committer().forget_reserved().await.unwrap();
+        let stale = std::time::Instant::now() - super::RESERVED_FOR;
+        s.committer()
+            .reserved
+            .ids
+            .lock()
+            .unwrap()
+            .push(("stale".into(), stale));
+        assert_eq!(s.committer().reserved.take(), None);
+    }
+
     /// Puts queued together land in shared transactions, and each is still judged on the state
     /// the puts before it left: one creation of a name wins, one `if_match` overwrite of a
     /// version wins, and sizes and etags reach the root.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_puts_are_judged_one_after_another() {
         let tmp = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
-        let s = Store::open(StoreConfig::new(url, tmp.path().join("blobs")))
-            .await
-            .unwrap();
+        let s = sqlite_store(&tmp).await;
         let space = s.personal_space("u").await.unwrap();
         let dir = s.mkdir(&space.root_id, "d").await.unwrap();
 

@@ -5,7 +5,8 @@
 //! 1. cheap checks without locks (parent, preconditions, quota against the declared length), so
 //!    a doomed upload is refused before its body is read;
 //! 2. a `blobs` row in state "uploading" is committed *before* the first byte is written — a
-//!    process killed after this point leaves a row the collector finds;
+//!    process killed after this point leaves a row the collector finds (under load such rows
+//!    are committed ahead for the puts to come: `commit::Reserved`);
 //! 3. the body streams into a new blob (hashed on the way, length and quota watched), which is
 //!    completed and synced;
 //! 4. one transaction under the space lock re-checks everything, points the node at the new blob,
@@ -26,7 +27,6 @@ use super::commit::PutCommit;
 use crate::checksum::{Checksums, Hasher};
 use crate::db::{node_cols, node_from_row};
 use crate::error::BoxError;
-use crate::ids::new_id;
 use crate::model::{Node, Precheck, PutOptions, Space};
 use crate::names::validate_name;
 use crate::{Result, StoreError};
@@ -81,8 +81,7 @@ impl Store {
             None => self.precheck_put(parent_id, name, &opts).await?,
         };
 
-        let blob_id = new_id();
-        self.record_upload(&blob_id).await?;
+        let blob_id = self.committer().reserve().await?;
         let written = match self.write_blob(&blob_id, body, &opts, allowance).await {
             Ok(w) => w,
             Err(e) => {
@@ -150,11 +149,6 @@ impl Store {
         let used = u64::try_from(used).unwrap_or(0);
         let allowance = early_checks(&parent, existing.as_ref(), opts, quota, used)?;
         Ok((parent.space_id, allowance))
-    }
-
-    /// Step 2: the row that makes a crashed upload findable.
-    pub(crate) async fn record_upload(&self, blob_id: &str) -> Result<()> {
-        self.committer().record(blob_id).await
     }
 
     /// Step 3: stream, hash, check, sync.
