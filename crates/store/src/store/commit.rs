@@ -59,7 +59,7 @@ pub(crate) struct CommitFailed {
 }
 
 enum Job {
-    /// Upload rows for `ids`: the first is the requester's, the rest go to `reserved`.
+    /// Upload rows for `ids`: one is the requester's, the rest go to `reserved`.
     Reserve {
         ids: Vec<String>,
         reserved: Arc<Reserved>,
@@ -367,7 +367,7 @@ enum Failure {
     Commit(StoreError),
 }
 
-/// One transaction for `jobs`: per job `None` for a record, `Some(outcome)` for a put.
+/// One transaction for `jobs`: per job `None` for a reservation, `Some(outcome)` for a put.
 ///
 /// The COMMIT runs on this task: the committer's task is never dropped midway, so it needs
 /// none of its own (see `WriteTx::commit_here`).
@@ -777,7 +777,7 @@ async fn insert_nodes(c: &mut AnyConnection, nodes: &[Node]) -> Result<()> {
     Ok(())
 }
 
-/// `INSERT … VALUES (…), (…)`: the rows of every record job in one statement.
+/// `INSERT … VALUES (…), (…)`: the rows of every reservation in the batch in one statement.
 async fn insert_records(c: &mut AnyConnection, ids: &[&str]) -> Result<()> {
     use std::fmt::Write as _;
     let mut sql = String::from("INSERT INTO blobs (id, state, size, created) VALUES ");
