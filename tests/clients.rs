@@ -240,12 +240,48 @@ struct Access {
     status: u16,
 }
 
-fn access_log(server: &Server) -> Vec<Access> {
+/// The request id of the marker requests [`access_log`] sends.
+const MARKER: &str = "access-log-marker-";
+
+/// The access log with every line logged before the call: lines below WARN reach stderr in
+/// batches (up to 100 ms late), so a marker request is sent and its line waited for — the
+/// lines before it are written first. Marker lines are left out.
+async fn access_log(server: &Server) -> anyhow::Result<Vec<Access>> {
+    static MARKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = format!(
+        "{MARKER}{}",
+        MARKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let r = send(
+        &server.public,
+        "GET",
+        "/status.php",
+        &[("x-request-id", &id)],
+        "",
+    )
+    .await?;
+    ensure!(r.status == 200, "marker request: {}", r.status);
+    server
+        .proc
+        .wait_event(Duration::from_secs(15), "the marker's access line", |e| {
+            e["target"] == "access" && e["fields"]["request_id"] == id.as_str()
+        })
+        .await?;
+    Ok(access_log_so_far(server))
+}
+
+/// The access lines on stderr so far (see [`access_log`]), marker lines left out.
+fn access_log_so_far(server: &Server) -> Vec<Access> {
     server
         .proc
         .events()
         .into_iter()
         .filter(|e| e["target"] == "access")
+        .filter(|e| {
+            !e["fields"]["request_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(MARKER))
+        })
         .map(|e| Access {
             method: e["fields"]["method"]
                 .as_str()
@@ -259,8 +295,13 @@ fn access_log(server: &Server) -> Vec<Access> {
 
 /// No request since the `since`-th access log line was answered with an error, except the
 /// `(method, status)` pairs in `expected` (a client probing for a path it then creates).
-fn assert_no_errors(server: &Server, since: usize, expected: &[(&str, u16)], what: &str) {
-    let log = access_log(server);
+async fn assert_no_errors(
+    server: &Server,
+    since: usize,
+    expected: &[(&str, u16)],
+    what: &str,
+) -> anyhow::Result<()> {
+    let log = access_log(server).await?;
     let errors: Vec<String> = log
         .iter()
         .skip(since)
@@ -274,6 +315,7 @@ fn assert_no_errors(server: &Server, since: usize, expected: &[(&str, u16)], wha
         errors.join("\n  "),
         server.proc.stderr_tail(20)
     );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -643,7 +685,7 @@ async fn rclone_copies_checks_syncs_moves_deletes_and_purges() -> anyhow::Result
     for p in added {
         write(&src, p, p.as_bytes())?;
     }
-    let sync_start = access_log(&server).len();
+    let sync_start = access_log(&server).await?.len();
     let sync = rc.run(&["sync", src_str, "arca:rc"]).await?;
     assert_eq!(
         count_lines(&sync.stderr, ": Copied ("),
@@ -658,7 +700,7 @@ async fn rclone_copies_checks_syncs_moves_deletes_and_purges() -> anyhow::Result
         tail(&sync.stderr, 30)
     );
     assert_eq!(
-        access_log(&server)[sync_start..]
+        access_log(&server).await?[sync_start..]
             .iter()
             .filter(|a| a.method == "PUT")
             .count(),
@@ -739,7 +781,8 @@ async fn rclone_copies_checks_syncs_moves_deletes_and_purges() -> anyhow::Result
         0,
         &[("PROPFIND", 404), ("MKCOL", 409), ("MKCOL", 405)],
         "rclone",
-    );
+    )
+    .await?;
     eprintln!(
         "rclone: copy of 50 files + 20 MiB {:.1?}, sync {:.1?}, whole test {:.1?}",
         copy.took,
@@ -850,6 +893,7 @@ async fn owncloudcmd_uploads_converges_and_downloads_byte_for_byte() -> anyhow::
     }
     assert!(
         access_log(&server)
+            .await?
             .iter()
             .any(|a| a.method == "MOVE" && a.status == 201),
         "no MOVE reached the server"
@@ -871,7 +915,7 @@ async fn owncloudcmd_uploads_converges_and_downloads_byte_for_byte() -> anyhow::
         }
     }
 
-    assert_no_errors(&server, 0, &[], "owncloudcmd");
+    assert_no_errors(&server, 0, &[], "owncloudcmd").await?;
     eprintln!(
         "owncloudcmd: up 100 files + 50 MiB {:.1?}, changes {:.1?}, down {:.1?}, whole test {:.1?}",
         up.took,
@@ -897,11 +941,11 @@ async fn owncloudcmd_finishes_an_interrupted_upload() -> anyhow::Result<()> {
     // Slowed (--uplimit, KB/s) so the kill lands mid-file; the server shows when part of the file
     // has arrived: TUS creation-with-upload answers 201 for the first chunk, long before the
     // last. owncloudcmd is then killed as a crash would (SIGKILL).
-    let seen = access_log(&server).len();
+    let seen = access_log(&server).await?.len();
     let t0 = Instant::now();
     let mut proc = Proc::spawn(oc.command(&local, "resume", &["--uplimit", "8000"]))?;
     let first_chunk = eventually(Duration::from_secs(60), "a first upload chunk", || {
-        let hit = access_log(&server)
+        let hit = access_log_so_far(&server)
             .into_iter()
             .skip(seen)
             .find(|a| matches!(a.method.as_str(), "POST" | "PATCH") && a.status / 100 == 2);
@@ -930,7 +974,7 @@ async fn owncloudcmd_finishes_an_interrupted_upload() -> anyhow::Result<()> {
     );
 
     // The next run completes it, byte for byte.
-    let resumed_from = access_log(&server).len();
+    let resumed_from = access_log(&server).await?.len();
     let rerun = oc.sync(&local, "resume").await?;
     assert_same_tree(
         &local_tree(&local)?,
@@ -942,8 +986,9 @@ async fn owncloudcmd_finishes_an_interrupted_upload() -> anyhow::Result<()> {
     // owncloudcmd 2.11 keeps no TUS state in its journal: the next run starts the file over
     // with a new POST rather than asking the old upload's offset (HEAD). Either is fine here;
     // what must hold is the byte-identical result above. The count is reported below.
+    let log = access_log(&server).await?;
     let count = |method: &str| {
-        access_log(&server)[resumed_from..]
+        log[resumed_from..]
             .iter()
             .filter(|a| a.method == method)
             .count()
@@ -957,7 +1002,8 @@ async fn owncloudcmd_finishes_an_interrupted_upload() -> anyhow::Result<()> {
         0,
         &[("PATCH", 400), ("PROPFIND", 404)],
         "owncloudcmd interrupted upload",
-    );
+    )
+    .await?;
     eprintln!(
         "owncloudcmd: interrupted after {interrupted_after:.1?}; next run {:.1?} \
          ({posts} POST, {patches} PATCH, {heads} HEAD); whole test {:.1?}",
