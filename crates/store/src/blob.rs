@@ -127,10 +127,7 @@ const MAX_OPEN_BLOBS: usize = 256;
 
 impl OpenBlobs {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<std::fs::File>, u64)>> {
-        // A plain map: a panic elsewhere while holding the lock leaves it usable.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock_plain(&self.0)
     }
 
     fn get(&self, key: &str) -> Option<(Arc<std::fs::File>, u64)> {

@@ -334,10 +334,7 @@ impl Readers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<AnyConnection>> {
-        // A plain list: a panic elsewhere while holding the lock leaves it usable.
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock_plain(&self.idle)
     }
 }
 

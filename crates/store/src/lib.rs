@@ -40,6 +40,12 @@ mod store;
 mod uploads;
 mod users;
 
+/// Locks a mutex over plain in-memory state (maps, lists, counters) that no panic can leave
+/// half-changed: a panic elsewhere while the lock was held leaves it usable, not poisoned.
+fn lock_plain<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub use apptokens::AppToken;
 pub use blob::{BlobConfig, BlobStore, S3Options};
 pub use checksum::{ChecksumAlgo, Checksums};

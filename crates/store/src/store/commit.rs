@@ -124,13 +124,9 @@ impl Default for Reserved {
 }
 
 impl Reserved {
-    fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Counts a put; returns the puts in the last second or so.
     fn count(&self) -> u32 {
-        let mut d = Self::lock(&self.demand);
+        let mut d = crate::lock_plain(&self.demand);
         let (since, this, last) = &mut *d;
         let age = since.elapsed();
         if age >= Duration::from_secs(1) {
@@ -148,7 +144,7 @@ impl Reserved {
 
     /// A row still fresh enough to take.
     fn take(&self) -> Option<String> {
-        let mut ids = Self::lock(&self.ids);
+        let mut ids = crate::lock_plain(&self.ids);
         while let Some((id, at)) = ids.pop() {
             if at.elapsed() < RESERVED_FOR {
                 return Some(id);
@@ -159,7 +155,7 @@ impl Reserved {
 
     fn keep(&self, ids: impl IntoIterator<Item = String>) {
         let now = Instant::now();
-        Self::lock(&self.ids).extend(ids.into_iter().map(|id| (id, now)));
+        crate::lock_plain(&self.ids).extend(ids.into_iter().map(|id| (id, now)));
     }
 }
 
@@ -601,7 +597,7 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
 
 /// Deletes the upload rows `reserved` holds (none of them has a blob: no put took them).
 async fn forget(db: &Db, reserved: &Reserved) -> Result<()> {
-    let ids: Vec<String> = std::mem::take(&mut *Reserved::lock(&reserved.ids))
+    let ids: Vec<String> = std::mem::take(&mut *crate::lock_plain(&reserved.ids))
         .into_iter()
         .map(|(id, _)| id)
         .collect();
@@ -828,7 +824,7 @@ mod tests {
                 .unwrap();
             row.try_get::<i64, _>(0).unwrap()
         };
-        let held = |s: &Store| super::Reserved::lock(&s.committer().reserved.ids).len() as i64;
+        let held = |s: &Store| crate::lock_plain(&s.committer().reserved.ids).len() as i64;
         let mut taken = Vec::new();
         while held(&s) == 0 {
             assert!(

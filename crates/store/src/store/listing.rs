@@ -97,10 +97,7 @@ impl ListingCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // The state is a plain map: a panic elsewhere while holding the lock leaves it usable.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock_plain(&self.state)
     }
 }
 

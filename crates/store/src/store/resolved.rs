@@ -88,10 +88,7 @@ impl Resolved {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A plain map: a panic elsewhere while holding the lock leaves it usable.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock_plain(&self.state)
     }
 }
 
