@@ -42,11 +42,22 @@ impl Dialect {
 /// synchronous is durable in WAL mode except for the last commits before a power loss (never
 /// corrupting), which is the usual trade for an embedded store; busy_timeout covers other
 /// processes (in-process writers queue on [`Db::write_lock`] instead).
-const SQLITE_PRAGMAS: [&str; 4] = [
+///
+/// Checkpoints every 10,000 WAL pages (~40 MiB) instead of SQLite's 1,000: small puts rewrite
+/// the same few pages (the directory's row, the root's, the rightmost index leaves) in every
+/// commit, and a checkpoint copies each page once however often the WAL holds it, so ten
+/// times the interval copies far fewer pages per commit. The committing writer runs the
+/// checkpoint, so that was time the group committer (the bottleneck of small puts) spent off
+/// its queue: 4 KiB PUTs 1.12× per second, 0.96× CPU per PUT (paired runs). The WAL file is
+/// cut back to 64 MiB when it restarts, should a reader that holds an old snapshot have
+/// let it grow past that.
+const SQLITE_PRAGMAS: [&str; 6] = [
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA busy_timeout = 5000",
     "PRAGMA foreign_keys = ON",
+    "PRAGMA wal_autocheckpoint = 10000",
+    "PRAGMA journal_size_limit = 67108864",
 ];
 
 /// Applies [`SQLITE_PRAGMAS`] to a new connection (pooled or a reader).
@@ -560,6 +571,8 @@ mod tests {
                 ("PRAGMA busy_timeout", 5000i64),
                 ("PRAGMA foreign_keys", 1),
                 ("PRAGMA synchronous", 1), // NORMAL
+                ("PRAGMA wal_autocheckpoint", 10_000),
+                ("PRAGMA journal_size_limit", 64 << 20),
             ] {
                 let got: i64 = sqlx::query(pragma)
                     .fetch_one(&mut *c)
