@@ -8,6 +8,8 @@
 //! - GET of the files that PUT wrote, same concurrency: ops/s, p99;
 //! - PROPFIND Depth 1 on a folder of 1,000 files asking for getetag, getcontentlength,
 //!   getlastmodified and resourcetype: req/s, p99;
+//! - on those three lines also the CPU time (user + system, from `/proc`) the server's
+//!   processes spent per answered request, and arca's as a multiple of the better peer's;
 //! - PUT, then GET, of one 512 MiB file over one connection: MiB/s (median of [`BIG_ROUNDS`]);
 //! - arca only: RSS growth while it streams a 2 GiB PUT and a 2 GiB GET (VmRSS sampled every
 //!   [`RSS_EVERY`]; peak minus the idle value just before the transfer).
@@ -97,6 +99,8 @@ struct Dav {
     addr: SocketAddr,
     /// The collection everything lives under, with a trailing slash.
     base: String,
+    /// The process the bench started (a master, for the peers): its tree's CPU is measured.
+    pid: u32,
 }
 
 /// One measured rate, with what else the line shows.
@@ -106,6 +110,8 @@ struct Measure {
     p99: Option<Duration>,
     /// Errors, spread, anything a reader should see beside the number.
     note: String,
+    /// CPU time the server's processes spent per answered request, in µs (wrk lines only).
+    cpu_us: Option<f64>,
 }
 
 /// One line of the report: a case and what each server measured (or why it could not).
@@ -190,6 +196,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         name: "arca",
         addr: public,
         base: format!("/remote.php/dav/files/{USER}/"),
+        pid: arca_pid,
     };
     rt.block_on(make_collections(&arca_dav, &auth))
         .map_err(|e| anyhow::anyhow!(arca.with_log(&format!("{e:#}"))))?;
@@ -209,11 +216,13 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
             name: "apache",
             addr: apache_addr,
             base: "/dav/".to_owned(),
+            pid: apache.child.id(),
         },
         Dav {
             name: "nginx",
             addr: nginx_addr,
             base: "/dav/".to_owned(),
+            pid: nginx.child.id(),
         },
     ];
     if !lines.peers {
@@ -333,10 +342,18 @@ fn report(rows: &[Row], rss: &[RssGrowth], targets: &mut Targets) -> anyhow::Res
         for (server, r) in &row.results {
             match r {
                 Ok(m) => {
-                    let p99 = m
+                    let detail: Vec<String> = m
                         .p99
-                        .map_or_else(String::new, |p| format!(" (p99 {})", ms(p)));
-                    let _ = write!(line, " {server} {}{p99} |", thousands(m.rate));
+                        .map(|p| format!("p99 {}", ms(p)))
+                        .into_iter()
+                        .chain(m.cpu_us.map(|c| format!("{} µs CPU", thousands(c))))
+                        .collect();
+                    let detail = if detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", detail.join(", "))
+                    };
+                    let _ = write!(line, " {server} {}{detail} |", thousands(m.rate));
                 }
                 Err(_) => {
                     missing += 1;
@@ -359,6 +376,11 @@ fn report(rows: &[Row], rss: &[RssGrowth], targets: &mut Targets) -> anyhow::Res
             (Some(a), Some((peer, p))) if p.rate > 0.0 => {
                 let ratio = a.rate / p.rate;
                 let _ = write!(line, " arca/best {ratio:.2}× ({peer})");
+                if let (Some(ac), Some(pc)) = (a.cpu_us, p.cpu_us)
+                    && pc > 0.0
+                {
+                    let _ = write!(line, ", CPU per request {:.2}× {peer}'s", ac / pc);
+                }
                 Some((ratio, peer, a, p))
             }
             _ => None,
@@ -781,6 +803,8 @@ struct Load {
     errors: Vec<(String, u64)>,
     /// Per wrk thread: how many names its `request()` handed out (PUT only).
     counters: Vec<u64>,
+    /// The server's CPU time per answered request, in µs (set by [`measured_wrk`]).
+    cpu_us: Option<f64>,
 }
 
 impl Load {
@@ -794,6 +818,7 @@ impl Load {
         Measure {
             rate: self.ok as f64 / self.elapsed.as_secs_f64(),
             p99: Some(self.p99),
+            cpu_us: self.cpu_us,
             note: if errors.is_empty() {
                 String::new()
             } else {
@@ -900,6 +925,35 @@ fn wrk(
     parse_wrk(&out).with_context(|| format!("wrk output for {url}:\n{}", out.text))
 }
 
+/// The measured run of a case: [`wrk`], with the CPU time `dav`'s processes spent during it.
+///
+/// Why CPU per request beside the rate: on this two-core machine wrk and the server share the
+/// cores, so the rate follows what the whole request costs the server; the CPU per request
+/// says how far that cost is from a peer's, and it swings much less between runs than the
+/// rate does. A sample that cannot be read leaves the field empty rather than failing the case.
+fn measured_wrk(
+    dav: &Dav,
+    script_dir: &Path,
+    name: &str,
+    script: &str,
+    url: &str,
+) -> anyhow::Result<Load> {
+    let before = process::tree_cpu_ticks(dav.pid);
+    let mut load = wrk(script_dir, name, script, url, MEASURE)?;
+    let after = process::tree_cpu_ticks(dav.pid);
+    load.cpu_us = match (before, after) {
+        (Ok(b), Ok(a)) if load.ok > 0 => {
+            Some(a.saturating_sub(b) as f64 * 1e6 / process::clock_ticks_per_sec() / load.ok as f64)
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("arca-bench: files: {name}: no CPU time: {e:#}");
+            None
+        }
+        _ => None,
+    };
+    Ok(load)
+}
+
 fn parse_wrk(out: &crate::wrk::Output) -> anyhow::Result<Load> {
     let field = |key: &str| out.field(key);
     let text = out.text.as_str();
@@ -934,6 +988,7 @@ fn parse_wrk(out: &crate::wrk::Output) -> anyhow::Result<Load> {
             })
             .collect(),
         counters,
+        cpu_us: None,
     })
 }
 
@@ -958,13 +1013,7 @@ fn put_small(dav: &Dav, auth: &str, wrk_dir: &Path) -> anyhow::Result<(Measure, 
     )?;
     sync_disks();
     let script = put_script(auth, &format!("{}bench/put/", dav.base));
-    let load = wrk(
-        wrk_dir,
-        &format!("{}-put", dav.name),
-        &script,
-        &url,
-        MEASURE,
-    )?;
+    let load = measured_wrk(dav, wrk_dir, &format!("{}-put", dav.name), &script, &url)?;
     ensure!(
         load.counters.len() == WRK_THREADS,
         "wrk reported {} thread counters, expected {WRK_THREADS}",
@@ -1001,13 +1050,7 @@ fn get_small(dav: &Dav, auth: &str, wrk_dir: &Path, counters: &[u64]) -> anyhow:
         WARMUP,
     )?;
     sync_disks();
-    let load = wrk(
-        wrk_dir,
-        &format!("{}-get", dav.name),
-        &script,
-        &url,
-        MEASURE,
-    )?;
+    let load = measured_wrk(dav, wrk_dir, &format!("{}-get", dav.name), &script, &url)?;
     let mut m = load.measure();
     let files = per_thread * counters.len() as u64;
     m.note = join_notes(&format!("over {} files", thousands(files as f64)), &m.note);
@@ -1030,12 +1073,12 @@ fn propfind(
         WARMUP,
     )?;
     sync_disks();
-    let load = wrk(
+    let load = measured_wrk(
+        dav,
         wrk_dir,
         &format!("{}-propfind", dav.name),
         &script,
         &url,
-        MEASURE,
     )?;
     let mut m = load.measure();
     m.note = join_notes(&listing_note, &m.note);
@@ -1333,6 +1376,7 @@ fn median_measure(mut v: Vec<f64>) -> Measure {
     Measure {
         rate: median,
         p99: None,
+        cpu_us: None,
         note: format!("median of {} (MiB/s: {})", v.len(), all.join(", ")),
     }
 }

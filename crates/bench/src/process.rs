@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, bail, ensure};
 
 use crate::{Scratch, Targets};
 
@@ -362,6 +362,78 @@ pub(crate) fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> 
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP status line: {line:?}")))
 }
 
+/// CPU time (user + system) that the process `root` and its descendants have used, in clock
+/// ticks: each process's own time plus that of its children it has reaped, so a worker that
+/// exits between two samples still counts (its time moves into its parent's `cutime`/`cstime`).
+///
+/// Why a process tree: Apache and nginx serve from worker processes under the master the bench
+/// started; arca is one process.
+pub(crate) fn tree_cpu_ticks(root: u32) -> anyhow::Result<u64> {
+    let mut procs = Vec::new();
+    for entry in fs::read_dir("/proc").context("listing /proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A process that exited since the listing is simply not counted (its parent's
+        // cumulative fields hold its time once reaped).
+        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat"))
+            && let Some((ppid, ticks)) = parse_stat(&stat)
+        {
+            procs.push((pid, ppid, ticks));
+        }
+    }
+    let mut tree = HashSet::from([root]);
+    // Parents are not always listed before their children (pids wrap), so grow to a fixpoint.
+    loop {
+        let before = tree.len();
+        for (pid, ppid, _) in &procs {
+            if tree.contains(ppid) {
+                tree.insert(*pid);
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    ensure!(
+        procs.iter().any(|(pid, _, _)| *pid == root),
+        "process {root} is not running"
+    );
+    Ok(procs
+        .iter()
+        .filter(|(pid, _, _)| tree.contains(pid))
+        .map(|(_, _, ticks)| ticks)
+        .sum())
+}
+
+/// From a `/proc/PID/stat` line: the parent pid and utime + stime + cutime + cstime. The
+/// command name (field 2) is in parentheses and may itself hold spaces and parentheses, so
+/// fields are counted from the last `)`.
+fn parse_stat(stat: &str) -> Option<(u32, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state (3), ppid (4), …, utime (14), stime (15), cutime (16), cstime (17).
+    let ppid = fields.get(1)?.parse().ok()?;
+    let ticks = fields
+        .get(11..15)?
+        .iter()
+        .map(|f| f.parse::<i64>().ok().and_then(|v| u64::try_from(v).ok()))
+        .sum::<Option<u64>>()?;
+    Some((ppid, ticks))
+}
+
+/// Clock ticks per second, the unit of [`tree_cpu_ticks`].
+pub(crate) fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as f64 } else { 100.0 }
+}
+
 /// Resident set size from `/proc/PID/status`, in KiB.
 pub(crate) fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -469,6 +541,35 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines_parse_from_the_last_parenthesis() {
+        // A command name with a space and a parenthesis of its own, as a process may choose.
+        let line = "4242 (we(ird) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 31 7 2 20 0 \
+                    1 0 555 1000 100 18446744073709551615";
+        assert_eq!(parse_stat(line), Some((17, 250 + 31 + 7 + 2)));
+        assert_eq!(parse_stat("4242 (cut short) S 17 4242"), None);
+    }
+
+    #[test]
+    fn a_reaped_child_counts_in_the_tree() {
+        let me = std::process::id();
+        let before = tree_cpu_ticks(me).unwrap();
+        // Burns a few hundred ms of CPU in a child, which is reaped before the second sample.
+        let status = Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let after = tree_cpu_ticks(me).unwrap();
+        let hz = clock_ticks_per_sec();
+        assert!(
+            (after - before) as f64 >= 0.05 * hz,
+            "{} ticks counted for a child that ran ~0.2 s of CPU",
+            after - before
+        );
+        assert!(tree_cpu_ticks(u32::MAX).is_err());
+    }
 
     #[test]
     fn proc_addresses_decode() {
