@@ -325,6 +325,8 @@ pub struct Launch {
     data_dir: PathBuf,
     debug: String,
     public: String,
+    /// The public address was given ([`Launch::public_addr`]), not picked here.
+    public_given: bool,
 }
 
 impl Launch {
@@ -353,12 +355,14 @@ impl Launch {
             data_dir: dir.join("data"),
             debug: free_addr(),
             public: free_addr(),
+            public_given: false,
         }
     }
 
     /// The public address (`proxy.http.addr`) instead of a free port.
     pub fn public_addr(mut self, addr: &str) -> Self {
         self.public = addr.to_owned();
+        self.public_given = true;
         self
     }
 
@@ -390,26 +394,78 @@ impl Launch {
         self
     }
 
-    pub fn spawn(mut self) -> anyhow::Result<Server> {
-        if self.fixture {
-            self.cmd
-                .env("ARCA_DATA_DIR", &self.data_dir)
-                .env("ARCA_DEBUG_ADDR", &self.debug)
-                .env("ARCA_PROXY_HTTP_ADDR", &self.public)
-                .env("ARCA_LOG_FORMAT", "json");
-        } else {
-            self.cmd
-                .arg("--data-dir")
-                .arg(&self.data_dir)
-                .args(["--debug-addr", &self.debug])
-                .args(["--proxy-http-addr", &self.public])
-                .args(["--log-format", "json"]);
-        }
+    pub fn spawn(self) -> anyhow::Result<Server> {
+        let again = Relaunch {
+            program: self.cmd.get_program().to_owned(),
+            args: self.cmd.get_args().map(ToOwned::to_owned).collect(),
+            envs: self
+                .cmd
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+            dir: self.cmd.get_current_dir().map(Path::to_path_buf),
+            fixture: self.fixture,
+            data_dir: self.data_dir.clone(),
+            public_given: self.public_given,
+        };
+        let mut cmd = self.cmd;
+        again.address(&mut cmd, &self.debug, &self.public);
         Ok(Server {
-            proc: Proc::spawn(self.cmd)?,
+            proc: Proc::spawn(cmd)?,
             debug: self.debug,
             public: self.public,
+            again: Some(again),
         })
+    }
+}
+
+/// A [`Launch`]'s command as it was before its addresses were added, to start it again on
+/// other ports.
+///
+/// Why: a port is picked by binding it and letting go, and the process binds it a moment
+/// later; another process can take it in between (once seen in CI: `Address already in use`
+/// on a debug port no other test had been given). That is the test setup's race, not the
+/// server's, so the server is started again on newly picked ports.
+struct Relaunch {
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+    dir: Option<PathBuf>,
+    fixture: bool,
+    data_dir: PathBuf,
+    public_given: bool,
+}
+
+impl Relaunch {
+    /// Adds data dir, addresses and log format, as flags or (fixture) variables.
+    fn address(&self, cmd: &mut Command, debug: &str, public: &str) {
+        if self.fixture {
+            cmd.env("ARCA_DATA_DIR", &self.data_dir)
+                .env("ARCA_DEBUG_ADDR", debug)
+                .env("ARCA_PROXY_HTTP_ADDR", public)
+                .env("ARCA_LOG_FORMAT", "json");
+        } else {
+            cmd.arg("--data-dir")
+                .arg(&self.data_dir)
+                .args(["--debug-addr", debug])
+                .args(["--proxy-http-addr", public])
+                .args(["--log-format", "json"]);
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (key, value) in &self.envs {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        if let Some(dir) = &self.dir {
+            cmd.current_dir(dir);
+        }
+        cmd
     }
 }
 
@@ -420,7 +476,12 @@ pub struct Server {
     pub debug: String,
     /// `HOST:PORT` of its public HTTP listener (meaningful when it hosts the proxy).
     pub public: String,
+    /// How to start it again on other ports while it has never been ready.
+    again: Option<Relaunch>,
 }
+
+/// Starts of one server on newly picked ports after a port was taken under it.
+const PORT_RETRIES: usize = 3;
 
 impl Server {
     /// `/readyz`: its status code and JSON body; an error while nothing answers.
@@ -463,7 +524,58 @@ impl Server {
 
     /// Polls until `/readyz` answers 200 `ready`. Every earlier answer must be a 503 that is
     /// not `ready` (or no answer yet): a process is never half-ready with a 200.
+    ///
+    /// A process that exits at start because one of the ports picked for it was taken in the
+    /// meantime (see [`Relaunch`]) is started again on new ports, up to [`PORT_RETRIES`] times;
+    /// `debug` and `public` then name the new ones.
     pub async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<Value> {
+        let mut retries = 0;
+        loop {
+            match self.wait_ready_once(within).await {
+                Err(e) if retries < PORT_RETRIES && self.lost_a_port() => {
+                    retries += 1;
+                    eprintln!(
+                        "testkit: a picked port was taken before the server bound it ({e:#}); starting it again on other ports"
+                    );
+                    self.start_again()?;
+                }
+                done => {
+                    // Ready (or failed for another reason): from now on it is this process.
+                    self.again = None;
+                    return done;
+                }
+            }
+        }
+    }
+
+    /// Exited at start with a bind failure on an address this kit picked.
+    fn lost_a_port(&mut self) -> bool {
+        let Some(again) = &self.again else {
+            return false;
+        };
+        if !self.proc.has_exited() {
+            return false;
+        }
+        let tail = self.proc.stderr_tail(20);
+        tail.contains("Address already in use")
+            && (tail.contains(&self.debug) || (!again.public_given && tail.contains(&self.public)))
+    }
+
+    fn start_again(&mut self) -> anyhow::Result<()> {
+        let Some(again) = &self.again else {
+            bail!("no command to start again");
+        };
+        self.debug = free_addr();
+        if !again.public_given {
+            self.public = free_addr();
+        }
+        let mut cmd = again.command();
+        again.address(&mut cmd, &self.debug, &self.public);
+        self.proc = Proc::spawn(cmd)?;
+        Ok(())
+    }
+
+    async fn wait_ready_once(&mut self, within: Duration) -> anyhow::Result<Value> {
         let body = self
             .wait_readyz(within, "/readyz 200", |status, body| {
                 assert!(
@@ -1425,4 +1537,26 @@ pub fn assert_no_failures(failures: &[String]) {
         failures.len(),
         &failures[..failures.len().min(10)]
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A debug port taken between picking and binding: the server comes up on another one.
+    #[tokio::test]
+    async fn a_port_taken_before_the_server_binds_it_is_picked_again() -> anyhow::Result<()> {
+        let dir = TempDir::new();
+        let taken = TcpListener::bind("127.0.0.1:0")?;
+        let taken_addr = taken.local_addr()?.to_string();
+        let mut launch = Launch::arca(&dir);
+        launch.debug = taken_addr.clone();
+        let mut server = launch.spawn()?;
+        server.wait_ready(Duration::from_secs(30)).await?;
+        assert_ne!(server.debug, taken_addr);
+        assert_eq!(server.readyz().await?.0, 200);
+        assert_eq!(server.get("/status.php").await?.status, 200);
+        drop(taken);
+        Ok(())
+    }
 }
