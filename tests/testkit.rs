@@ -525,26 +525,40 @@ impl Server {
     /// Polls until `/readyz` answers 200 `ready`. Every earlier answer must be a 503 that is
     /// not `ready` (or no answer yet): a process is never half-ready with a 200.
     ///
-    /// A process that exits at start because one of the ports picked for it was taken in the
-    /// meantime (see [`Relaunch`]) is started again on new ports, up to [`PORT_RETRIES`] times;
-    /// `debug` and `public` then name the new ones.
+    /// A process that lost one of the ports picked for it to another process in the meantime
+    /// (see [`Relaunch`]) is started again on new ports, up to [`PORT_RETRIES`] times; `debug`
+    /// and `public` then name the new ones. Lost shows as an exit at start (the debug port) or
+    /// as a proxy not ready because its address is in use (the public port: it keeps trying).
     pub async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<Value> {
         let mut retries = 0;
         loop {
-            match self.wait_ready_once(within).await {
-                Err(e) if retries < PORT_RETRIES && self.lost_a_port() => {
-                    retries += 1;
-                    eprintln!(
-                        "testkit: a picked port was taken before the server bound it ({e:#}); starting it again on other ports"
-                    );
-                    self.start_again()?;
-                }
-                done => {
-                    // Ready (or failed for another reason): from now on it is this process.
-                    self.again = None;
-                    return done;
-                }
+            let picked_public = self
+                .again
+                .as_ref()
+                .filter(|a| !a.public_given)
+                .map(|_| self.public.clone());
+            let outcome = self.wait_ready_once(within, picked_public.as_deref()).await;
+            let lost = match &outcome {
+                Ok(body) => body["status"] != "ready",
+                Err(_) => self.lost_a_port(),
+            };
+            if lost && retries < PORT_RETRIES {
+                retries += 1;
+                eprintln!(
+                    "testkit: a port picked for the server was taken before it bound it; \
+                     starting it again on other ports"
+                );
+                self.start_again().await?;
+                continue;
             }
+            // Ready, or failed for another reason: from now on it is this process.
+            self.again = None;
+            return match outcome {
+                Ok(body) if body["status"] != "ready" => {
+                    bail!("the public address {} stayed in use: {body}", self.public)
+                }
+                done => done,
+            };
         }
     }
 
@@ -561,7 +575,12 @@ impl Server {
             && (tail.contains(&self.debug) || (!again.public_given && tail.contains(&self.public)))
     }
 
-    fn start_again(&mut self) -> anyhow::Result<()> {
+    /// Stops the process (it shares the data dir) and starts its command on new ports.
+    async fn start_again(&mut self) -> anyhow::Result<()> {
+        if !self.proc.has_exited() {
+            self.proc.signal(libc::SIGKILL);
+        }
+        self.proc.wait_exit(Duration::from_secs(30)).await?;
         let Some(again) = &self.again else {
             bail!("no command to start again");
         };
@@ -575,7 +594,13 @@ impl Server {
         Ok(())
     }
 
-    async fn wait_ready_once(&mut self, within: Duration) -> anyhow::Result<Value> {
+    /// Until 200, or (given `picked_public`) until the proxy is not ready because that address
+    /// is in use.
+    async fn wait_ready_once(
+        &mut self,
+        within: Duration,
+        picked_public: Option<&str>,
+    ) -> anyhow::Result<Value> {
         let body = self
             .wait_readyz(within, "/readyz 200", |status, body| {
                 assert!(
@@ -587,7 +612,12 @@ impl Server {
                     body["status"] == "ready",
                     "/readyz status code and body disagree: {status} {body}"
                 );
-                status == 200
+                let public_in_use = picked_public.is_some_and(|addr| {
+                    body["reasons"]["proxy"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("Address already in use") && r.contains(addr))
+                });
+                status == 200 || public_in_use
             })
             .await?;
         Ok(body)
@@ -1543,20 +1573,31 @@ pub fn assert_no_failures(failures: &[String]) {
 mod tests {
     use super::*;
 
-    /// A debug port taken between picking and binding: the server comes up on another one.
+    /// A port taken between picking and binding — the debug port (the process exits) or the
+    /// public one (the proxy stays not ready, naming it): the server comes up on another.
     #[tokio::test]
     async fn a_port_taken_before_the_server_binds_it_is_picked_again() -> anyhow::Result<()> {
-        let dir = TempDir::new();
-        let taken = TcpListener::bind("127.0.0.1:0")?;
-        let taken_addr = taken.local_addr()?.to_string();
-        let mut launch = Launch::arca(&dir);
-        launch.debug = taken_addr.clone();
-        let mut server = launch.spawn()?;
-        server.wait_ready(Duration::from_secs(30)).await?;
-        assert_ne!(server.debug, taken_addr);
-        assert_eq!(server.readyz().await?.0, 200);
-        assert_eq!(server.get("/status.php").await?.status, 200);
-        drop(taken);
+        for public in [false, true] {
+            let dir = TempDir::new();
+            let taken = TcpListener::bind("127.0.0.1:0")?;
+            let taken_addr = taken.local_addr()?.to_string();
+            let mut launch = Launch::arca(&dir);
+            if public {
+                launch.public = taken_addr.clone();
+            } else {
+                launch.debug = taken_addr.clone();
+            }
+            let mut server = launch.spawn()?;
+            server.wait_ready(Duration::from_secs(30)).await?;
+            let now = if public {
+                &server.public
+            } else {
+                &server.debug
+            };
+            assert_ne!(*now, taken_addr, "public port: {public}");
+            assert_eq!(server.get("/status.php").await?.status, 200);
+            drop(taken);
+        }
         Ok(())
     }
 }
