@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use arca_tests::{
-    ALL_SERVICES, DEPENDENCIES, Launch, TempDir, assert_stopped_in_reverse_dependency_order,
-    free_port, get, run_arca, send,
+    ALL_SERVICES, DEPENDENCIES, InProcess, Launch, TempDir,
+    assert_stopped_in_reverse_dependency_order, free_port, get, run_arca, send,
 };
 
 /// Deadline for states that take milliseconds when all is well: generous for a loaded CI box,
@@ -94,6 +94,68 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
         "{}",
         arca.proc.stderr_tail(5)
     );
+    Ok(())
+}
+
+/// The boot path `arca server` runs, hosting whole deployments inside the test process: all
+/// six services over `mem://`, then the same six split in two hosts over a Unix socket and a
+/// static registry, each answering through its proxy and stopping cleanly on request.
+#[tokio::test]
+async fn deployments_run_inside_the_test_process_on_the_real_boot_path() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let mut all = InProcess::start(&dir, &[("identity.admin_password", "in-process")]).await?;
+    all.wait_ready(WITHIN).await?;
+    let status = get(&all.public, "/status.php", &[]).await?;
+    assert_eq!(status.status, 200, "{}", status.text());
+    let readyz = get(&all.debug, "/readyz", &[]).await?;
+    assert_eq!(readyz.status, 200, "{}", readyz.text());
+    let auth = [("authorization", "Basic YWRtaW46aW4tcHJvY2Vzcw==")]; // admin:in-process
+    let put = send(&all.public, "PUT", "/remote.php/webdav/a.txt", &auth, "one").await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let got = send(&all.public, "GET", "/remote.php/webdav/a.txt", &auth, "").await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "one"));
+    assert!(matches!(all.stop().await?, arca_runtime::Outcome::Clean));
+
+    let socket = dir.join("system.sock");
+    let socket = format!("unix://{}", socket.display());
+    let (back_dir, front_dir) = (TempDir::new(), TempDir::new());
+    let mut back = InProcess::start(
+        &back_dir,
+        &[
+            ("identity.secret", SPLIT_SECRET),
+            ("identity.admin_password", "split-pass"),
+            ("services", "storage-system"),
+            ("storage-system.endpoint", &socket),
+        ],
+    )
+    .await?;
+    let mut front = InProcess::start(
+        &front_dir,
+        &[
+            ("identity.secret", SPLIT_SECRET),
+            ("services", "proxy,frontend,gateway,storage-users,sharing"),
+            ("registry.kind", "static"),
+            ("registry.static.storage-system", &socket),
+        ],
+    )
+    .await?;
+    back.wait_ready(WITHIN).await?;
+    front.wait_ready(WITHIN).await?;
+    // The login is answered by the other host's storage-system, over the socket.
+    let auth = [("authorization", "Basic YWRtaW46c3BsaXQtcGFzcw==")]; // admin:split-pass
+    let put = send(
+        &front.public,
+        "PUT",
+        "/remote.php/webdav/b.txt",
+        &auth,
+        "two",
+    )
+    .await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let got = send(&front.public, "GET", "/remote.php/webdav/b.txt", &auth, "").await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "two"));
+    assert!(matches!(front.stop().await?, arca_runtime::Outcome::Clean));
+    assert!(matches!(back.stop().await?, arca_runtime::Outcome::Clean));
     Ok(())
 }
 

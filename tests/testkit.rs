@@ -1569,6 +1569,93 @@ pub fn assert_no_failures(failures: &[String]) {
     );
 }
 
+/// A deployment hosted inside the test process by the real boot path (`arca_host::start`,
+/// what `arca server` runs): services reach each other over `mem://` (or the Unix sockets and
+/// registry the settings name), the proxy and the debug server bind port 0, so no port is
+/// picked ahead and no race with another test can take it. For tests that need several
+/// services but nothing only separate processes show (exit codes, signals, log lines).
+pub struct InProcess {
+    host: Option<arca_host::Host>,
+    shutdown: arca_runtime::Shutdown,
+    /// `HOST:PORT` of its debug server.
+    pub debug: String,
+    /// `HOST:PORT` of the proxy's public listener; empty until [`InProcess::wait_ready`] saw
+    /// it bound, or when the proxy is not hosted.
+    pub public: String,
+}
+
+impl InProcess {
+    /// Starts the services of `settings` (dotted keys as `--set` takes them; the default is all
+    /// six) on `DIR/data`, in this process.
+    pub async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let mut flags = arca_config::Overrides::default();
+        let origin = || arca_config::Origin::Flag("test".into());
+        flags.push("data_dir", dir.join("data").display().to_string(), origin());
+        // The test's own output stays readable; a failure's warnings still show.
+        flags.push("log.level", "warn", origin());
+        for (key, value) in settings {
+            flags.push(*key, *value, origin());
+        }
+        let mut config = arca_config::load(None, [], flags)?;
+        // Port 0, which the loader refuses from an operator (a service must be findable), is
+        // what makes an in-process deployment race-free: the kernel picks, the host reports.
+        config.debug.addr = "127.0.0.1:0".into();
+        config.proxy.http.addr = "127.0.0.1:0".into();
+        arca_host::check(&config, &arca_host::CATALOG).map_err(anyhow::Error::msg)?;
+        let shutdown = arca_runtime::Shutdown::new();
+        let host = arca_host::start(config, &arca_host::CATALOG, shutdown.clone()).await?;
+        Ok(Self {
+            debug: host.debug_addr().to_string(),
+            host: Some(host),
+            shutdown,
+            public: String::new(),
+        })
+    }
+
+    fn host(&self) -> &arca_host::Host {
+        self.host
+            .as_ref()
+            .expect("a stopped deployment is not used again")
+    }
+
+    /// Waits until every hosted service is ready, then learns the proxy's public address.
+    pub async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<()> {
+        let health = self.host().health().clone();
+        eventually(within, "every service ready", || {
+            let report = health.report();
+            async move {
+                if report.is_ready() {
+                    return Ok(Some(()));
+                }
+                bail!("{}", serde_json::to_string(&report)?)
+            }
+        })
+        .await?;
+        if let Some(arca_transport::Endpoint::Tcp(addr)) =
+            health.public_endpoints("proxy").into_iter().next()
+        {
+            self.public = addr;
+        }
+        Ok(())
+    }
+
+    /// Requests an orderly stop (as SIGTERM does) and waits for its outcome.
+    pub async fn stop(mut self) -> anyhow::Result<arca_runtime::Outcome> {
+        self.shutdown.request();
+        let host = self.host.take().context("stopped twice")?;
+        Ok(host.wait().await?)
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        // A test that failed before `stop`: nothing of it may keep running.
+        if self.host.is_some() {
+            self.shutdown.force();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! arca: the one binary. Parses the command line and config, composes the services this
-//! process hosts, hands them to the supervisor, and turns its outcome into the exit code.
+//! arca: the one binary. Parses the command line and config, owns the process's signals, runs
+//! the config through `arca_host` (the one boot path, shared with the test fixture), and turns
+//! its outcome into the exit code.
 //!
 //! Exit codes: 0 clean stop, 1 a service failed or shutdown overran its deadline, 2 bad
 //! configuration or usage, 130 forced by a second signal.
@@ -9,17 +10,9 @@ mod users_cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::Context as _;
-use arca_config::{Config, EventsKind, Origin, Overrides, RegistryKind};
-use arca_runtime::Leases;
-use arca_runtime::events::{EventBus, MemoryBus, NatsBus, NatsBusSettings};
-use arca_runtime::{Service, Supervisor};
-use arca_transport::{
-    DnsRegistry, MemoryRegistry, NatsConnection, NatsKv, NatsRegistry, NatsSettings, Registry,
-    StaticRegistry,
-};
+use arca_config::{Config, Origin, Overrides};
+use arca_runtime::{Outcome, Shutdown};
 use clap::{Args, Parser, Subcommand};
 
 /// mimalloc instead of glibc malloc: a WebDAV listing allocates a few dozen small strings per
@@ -117,11 +110,22 @@ fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        match serve(config).await {
-            Ok(code) => code,
+        let shutdown = Shutdown::new();
+        // The process's signals are handled here, at the top, and nowhere else.
+        if let Err(e) = arca_host::stop_on_signals(shutdown.clone()) {
+            eprintln!("arca: signal handler: {e}");
+            return 1;
+        }
+        match arca_host::run(config, &arca_host::CATALOG, shutdown).await {
+            Ok(outcome) => {
+                if let Outcome::Failed { service, cause } = &outcome {
+                    eprintln!("arca: service {service} failed: {cause}");
+                }
+                outcome.exit_code()
+            }
             Err(e) => {
-                tracing::error!("{e:#}");
-                eprintln!("arca: {e:#}");
+                tracing::error!("{e}");
+                eprintln!("arca: {e}");
                 1
             }
         }
@@ -154,208 +158,8 @@ fn load_config(file: Option<&std::path::Path>, args: &ServerArgs) -> Result<Conf
         flags.push_set(assignment).map_err(|e| e.to_string())?;
     }
     let config = arca_config::load_from_process(file, flags).map_err(|e| e.to_string())?;
-    arca_runtime::telemetry::check_log_level(&config.log.level)?;
-    check_endpoints(&config)?;
-    check_reachability(&config)?;
-    // The TLS certificate and key are read now, so a bad one stops arca before it binds.
-    arca_proxy::check(&config)?;
+    arca_host::check(&config, &arca_host::CATALOG)?;
     Ok(config)
-}
-
-/// An in-process endpoint is found by service name, so `mem://` must name its own service.
-fn check_endpoints(config: &Config) -> Result<(), String> {
-    for service in arca_config::SERVICE_NAMES {
-        if let Some(arca_transport::Endpoint::Mem(name)) = config.endpoint(service)
-            && name != service
-        {
-            return Err(format!(
-                "{service}.endpoint: \"mem://{name}\" must be mem://{service}: in-process services are reached by their own name"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A dependency this process does not host must be findable through the registry; with the
-/// in-process registry nothing remote ever is, so that is a configuration error, caught before
-/// anything binds.
-fn check_reachability(config: &Config) -> Result<(), String> {
-    let source = config
-        .source
-        .as_ref()
-        .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
-    // Identity tokens signed in one process are verified in another: both need the secret.
-    if config.identity.secret.is_none()
-        && arca_config::SERVICE_NAMES.iter().any(|s| !config.hosts(s))
-    {
-        return Err(format!(
-            "identity.secret: required when services run in several processes (set it in every process's config or ARCA_IDENTITY_SECRET) ({source})"
-        ));
-    }
-    // Only the dependency lists are asked for here: no bus is connected to.
-    let bus: Arc<dyn EventBus> = MemoryBus::new(1);
-    for name in &config.services {
-        for dep in compose(name, config, &bus).dependencies() {
-            if config.hosts(dep) {
-                continue;
-            }
-            let listed = config.registry.static_endpoints.contains_key(*dep);
-            match config.registry.kind {
-                // Every process announces itself in the bucket: whatever runs is findable.
-                RegistryKind::Nats => {}
-                RegistryKind::Dns if config.registry.dns.names.contains_key(*dep) => {}
-                RegistryKind::Dns => {
-                    return Err(format!(
-                        "registry.dns.names.{dep}: missing: {name} depends on {dep}, which this process does not host ({source})"
-                    ));
-                }
-                RegistryKind::Static if listed => {}
-                RegistryKind::Static => {
-                    return Err(format!(
-                        "registry.static.{dep}: missing: {name} depends on {dep}, which this process does not host ({source})"
-                    ));
-                }
-                RegistryKind::Memory => {
-                    return Err(format!(
-                        "registry.kind: \"memory\" cannot find {dep}, which {name} depends on and this process does not host; use a static, nats or dns registry ({source})"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The one table of what this binary can host.
-fn compose(name: &str, config: &Config, bus: &Arc<dyn EventBus>) -> Box<dyn Service> {
-    match name {
-        "proxy" => Box::new(arca_proxy::Proxy::new(config)),
-        "frontend" => Box::new(arca_frontend::Frontend),
-        "gateway" => Box::new(arca_gateway::Gateway),
-        "storage-users" => Box::new(arca_storage_users::StorageUsers),
-        "storage-system" => Box::new(arca_storage_system::StorageSystem),
-        // The config crate accepts only the six names; this is the sixth.
-        _ => Box::new(arca_sharing::Sharing::new(bus.clone())),
-    }
-}
-
-/// The process's one event bus: in memory, or the JetStream stream every process shares.
-/// `registry` is the registry's NATS connection, if it has one: the bus shares it when both
-/// name the same servers.
-async fn event_bus(
-    config: &Config,
-    registry: Option<&NatsConnection>,
-) -> anyhow::Result<Arc<dyn EventBus>> {
-    let events = &config.events;
-    Ok(match (events.kind, &events.nats.url) {
-        (EventsKind::Nats, Some(url)) => {
-            let settings = NatsBusSettings {
-                url: url.clone(),
-                stream: events.nats.stream.clone(),
-                ack_wait: events.nats.ack_wait,
-                max_deliver: events.nats.max_deliver,
-                publish_timeout: events.nats.publish_timeout,
-            };
-            match registry {
-                Some(connection) if *url == config.registry.nats.url => {
-                    NatsBus::on(connection, settings)
-                }
-                // Connects in the background like the registry: a NATS outage at start makes
-                // publishes fail after events.nats.publish_timeout, it does not stop the
-                // process.
-                _ => NatsBus::connect(settings)
-                    .await
-                    .context("events.nats.url")?,
-            }
-        }
-        // The config refuses kind nats without a URL; memory it is otherwise.
-        _ => MemoryBus::new(EVENT_BUFFER),
-    })
-}
-
-/// Events kept for a listener that falls behind on the in-memory bus.
-const EVENT_BUFFER: usize = 1024;
-
-async fn serve(config: Config) -> anyhow::Result<i32> {
-    let telemetry = arca_runtime::telemetry::init(&config).context("telemetry")?;
-    let config = Arc::new(config);
-    let mut leases = None;
-    let mut nats_connection = None;
-    let registry: Arc<dyn Registry> = match config.registry.kind {
-        RegistryKind::Memory => Arc::new(MemoryRegistry::new()),
-        RegistryKind::Static => Arc::new(StaticRegistry::new(&config.registry.static_endpoints)),
-        RegistryKind::Nats => {
-            let nats = &config.registry.nats;
-            // Connects in the background: a NATS outage at start delays readiness only.
-            let connection = NatsConnection::connect(&nats.url)
-                .await
-                .context("registry.nats.url")?;
-            let kv = NatsKv::on(
-                &connection,
-                &NatsSettings {
-                    url: nats.url.clone(),
-                    bucket: nats.bucket.clone(),
-                    ttl: nats.ttl,
-                },
-            );
-            nats_connection = Some(connection);
-            leases = Some(Leases::nats(kv.clone()));
-            Arc::new(NatsRegistry::new(kv))
-        }
-        RegistryKind::Dns => Arc::new(DnsRegistry::new(
-            &config.registry.dns.names,
-            config.registry.dns.interval,
-        )),
-    };
-    let bus = event_bus(&config, nats_connection.as_ref()).await?;
-    let services = config
-        .services
-        .iter()
-        .map(|name| compose(name, &config, &bus))
-        .collect();
-    let mut supervisor = Supervisor::new(config.clone(), services, registry);
-    // Without NATS, leases are per process: each process runs its own background jobs.
-    if let Some(leases) = leases {
-        supervisor = supervisor.with_leases(leases);
-    }
-    let debug_addr = arca_runtime::debug::spawn(
-        &config.debug.addr,
-        supervisor.health(),
-        Some(telemetry.metrics.clone()),
-    )?;
-    tracing::info!(
-        services = %config.services.join(","),
-        debug = %format!("http://{debug_addr}"),
-        config = %config.source.as_ref().map_or_else(|| "built-in defaults".to_owned(), |p| p.display().to_string()),
-        "arca starting"
-    );
-    if config.hosts("proxy") {
-        let scheme = if config.proxy.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        tracing::info!("public HTTP on {scheme}://{}", config.proxy.http.addr);
-    }
-    let outcome = supervisor.run().await?;
-    let code = outcome.exit_code();
-    match &outcome {
-        arca_runtime::Outcome::Clean => tracing::info!("stopped cleanly"),
-        arca_runtime::Outcome::Failed { service, cause } => {
-            tracing::error!(service, %cause, "stopped because a service failed");
-            eprintln!("arca: service {service} failed: {cause}");
-        }
-        arca_runtime::Outcome::TimedOut { stragglers } => {
-            tracing::error!(
-                ?stragglers,
-                "shutdown deadline passed with work still running"
-            );
-        }
-        // Skip flushing: the operator asked for an exit now.
-        arca_runtime::Outcome::Forced => return Ok(code),
-    }
-    telemetry.shutdown();
-    Ok(code)
 }
 
 fn init(file: Option<PathBuf>, force: bool) -> ExitCode {

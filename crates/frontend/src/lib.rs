@@ -24,15 +24,6 @@ mod webdav;
 pub struct Frontend;
 
 impl Service for Frontend {
-    fn name(&self) -> &'static str {
-        "frontend"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        // The data path streams straight to the provider, so it must be reachable too.
-        &["gateway", "storage-users"]
-    }
-
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let dav = webdav::Dav::new(

@@ -29,14 +29,6 @@ pub struct Gateway;
 const USERS_PROVIDER: &str = "storage-users";
 
 impl Service for Gateway {
-    fn name(&self) -> &'static str {
-        "gateway"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        &["storage-users", "storage-system", "sharing"]
-    }
-
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let api = std::sync::Arc::new(GatewayApi {

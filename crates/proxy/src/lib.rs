@@ -70,15 +70,6 @@ pub fn check(config: &arca_config::Config) -> Result<(), String> {
 }
 
 impl Service for Proxy {
-    fn name(&self) -> &'static str {
-        "proxy"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        // storage-system answers who a credential belongs to.
-        &["frontend", "storage-system"]
-    }
-
     fn public_endpoints(&self) -> Vec<Endpoint> {
         vec![self.public.clone()]
     }

@@ -33,13 +33,35 @@ struct DebugState {
     metrics: Option<PrometheusHandle>,
 }
 
+/// A running debug server; dropping it stops the server and lets its thread end.
+pub struct DebugServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl DebugServer {
+    /// The address actually bound (`127.0.0.1:0` reports the port it got).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for DebugServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The server may have stopped already; then there is nobody to tell.
+            let _ = stop.send(());
+        }
+    }
+}
+
 /// Binds `addr` now (so a bad or busy address fails the start) and serves on a dedicated
-/// thread for the life of the process. Returns the address actually bound.
+/// thread until the returned handle is dropped.
 pub fn spawn(
     addr: &str,
     health: Health,
     metrics: Option<PrometheusHandle>,
-) -> Result<SocketAddr, DebugError> {
+) -> Result<DebugServer, DebugError> {
     let err = |source| DebugError {
         addr: addr.to_owned(),
         source,
@@ -56,13 +78,20 @@ pub fn spawn(
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
         .with_state(DebugState { health, metrics });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
         .name("arca-debug".into())
         .spawn(move || {
             runtime.block_on(async move {
                 match tokio::net::TcpListener::from_std(listener) {
                     Ok(listener) => {
-                        if let Err(e) = axum::serve(listener, app).await {
+                        let stopped = async {
+                            let _ = stopped.await;
+                        };
+                        if let Err(e) = axum::serve(listener, app)
+                            .with_graceful_shutdown(stopped)
+                            .await
+                        {
                             tracing::error!(error = %e, "debug server stopped");
                         }
                     }
@@ -71,7 +100,10 @@ pub fn spawn(
             });
         })
         .map_err(err)?;
-    Ok(local)
+    Ok(DebugServer {
+        addr: local,
+        stop: Some(stop),
+    })
 }
 
 async fn healthz(State(s): State<DebugState>) -> Response {

@@ -31,6 +31,8 @@ struct Entry {
     blocker: Option<String>,
     /// Dependency name → the last probe error, absent when the last probe succeeded.
     deps: BTreeMap<&'static str, Option<String>>,
+    /// The public listeners as bound (a `:0` port as it was given).
+    public: Vec<arca_transport::Endpoint>,
 }
 
 /// Shared health state of one process; cheap to clone.
@@ -107,6 +109,19 @@ impl Health {
 
     pub(crate) fn set_blocker(&self, name: &'static str, reason: Option<String>) {
         self.update(name, |e| e.blocker = reason);
+    }
+
+    pub(crate) fn set_public(&self, name: &'static str, public: Vec<arca_transport::Endpoint>) {
+        self.update(name, |e| e.public = public);
+    }
+
+    /// Where `name`'s public listeners are bound (empty until they are): how a test that asked
+    /// for port 0 learns the proxy's port.
+    pub fn public_endpoints(&self, name: &str) -> Vec<arca_transport::Endpoint> {
+        self.lock()
+            .get(name)
+            .map(|e| e.public.clone())
+            .unwrap_or_default()
     }
 
     pub(crate) fn set_self_ready(&self, name: &'static str, ready: bool) {

@@ -1,7 +1,8 @@
 //! arca-runtime: the supervisor (start order, readiness, graceful shutdown), the `Service`
 //! trait every service implements, the per-process debug server and telemetry setup.
 //!
-//! Main types: [`Service`] and its [`Context`], [`Supervisor`] and its [`Outcome`], [`Health`]
+//! Main types: [`Service`], its catalog [`Entry`] and its [`Context`], [`Supervisor`], the
+//! [`Shutdown`] it is stopped by and its [`Outcome`], [`Health`]
 //! (what `/readyz` reports), [`Leases`] (one holder per background job), [`Limiter`] and
 //! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]), [`password`]
 //! (argon2id hashing bounded to one computation per core),
@@ -15,6 +16,7 @@ mod lease;
 pub mod limit;
 pub mod password;
 mod service;
+mod shutdown;
 mod supervisor;
 pub mod telemetry;
 mod token;
@@ -23,7 +25,8 @@ pub use health::{Health, Report};
 pub use layers::{Caller, caller};
 pub use lease::{Lease, LeaseGuard, Leases};
 pub use limit::{Flight, Limiter, Limits, SingleFlight};
-pub use service::{Context, Service, ServiceError};
+pub use service::{Context, Entry, Service, ServiceError};
+pub use shutdown::Shutdown;
 pub use supervisor::{Outcome, StartError, Supervisor};
 pub use token::{IDENTITY_PURPOSE, Identity, Login, TokenError, TokenSigner};
 

@@ -1,4 +1,5 @@
-//! The one trait every arca service implements, and the context the runtime hands it.
+//! The one trait every arca service implements, the catalog [`Entry`] that names it, and the
+//! context the runtime hands it.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::events::EventBus;
 use crate::health::Health;
 use crate::layers;
 use crate::lease::{Lease, Leases};
@@ -21,15 +23,9 @@ pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
 ///
 /// A service never binds sockets, handles signals or exits the process: the runtime binds its
 /// endpoint(s), starts it after the services it depends on, tells it when to stop through
-/// [`Context::shutdown`], and owns the process's fate.
+/// [`Context::shutdown`], and owns the process's fate. Its name and dependencies are not the
+/// service's to say: they are its catalog [`Entry`]'s, known before anything is built.
 pub trait Service: Send + 'static {
-    /// The service's name, as used in config, the registry, logs and `/readyz`.
-    fn name(&self) -> &'static str;
-
-    /// Services this one calls. Local ones are started first; every one, local or remote, is
-    /// probed continuously and must answer for this service to be ready.
-    fn dependencies(&self) -> &'static [&'static str];
-
     /// Listeners besides the service's internal endpoint (the proxy's public HTTP address).
     fn public_endpoints(&self) -> Vec<Endpoint> {
         Vec::new()
@@ -38,6 +34,39 @@ pub trait Service: Send + 'static {
     /// Serves until `ctx.shutdown()` is cancelled, then drains and returns. Returning before
     /// that, or returning an error, is a failure that stops the process.
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>>;
+}
+
+/// One service a process can host: what the supervisor must know before building it, and how
+/// to build it. A binary's catalog is a list of these (`arca_host::CATALOG`); adding a service
+/// is one entry there.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    /// The service's name, as used in config, the registry, logs and `/readyz`.
+    pub name: &'static str,
+    /// Services this one calls. Local ones are started first; every one, local or remote, is
+    /// probed continuously and must answer for this service to be ready.
+    pub dependencies: &'static [&'static str],
+    /// Builds the service from the process's config (nothing is bound or opened yet).
+    pub build: fn(&Config) -> Box<dyn Service>,
+    /// What of the config only the service can check (files it names), before anything binds:
+    /// one line naming the key.
+    pub check: fn(&Config) -> Result<(), String>,
+}
+
+impl Entry {
+    /// A check for services whose whole config the loader validates.
+    pub fn no_check(_: &Config) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.name)
+            .field("dependencies", &self.dependencies)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Everything a running service gets from the runtime.
@@ -52,6 +81,7 @@ pub struct Context {
     pub(crate) internal: Listener,
     pub(crate) public: Vec<Listener>,
     pub(crate) leases: Leases,
+    pub(crate) bus: Arc<dyn EventBus>,
 }
 
 impl Context {
@@ -71,6 +101,11 @@ impl Context {
     /// Signs and verifies identity tokens and transfer grants with the process's secret.
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
+    }
+
+    /// The process's one event bus (in memory, or the JetStream stream all processes share).
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.bus
     }
 
     /// The leader lease of a background job (`"storage-users/orphan-gc"`): at most one holder

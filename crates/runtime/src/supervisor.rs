@@ -4,9 +4,13 @@
 //! Shutdown, in order: readiness turns false at once → endpoints leave the registry → the
 //! process keeps serving for `shutdown.drain_delay` (load balancers and peers' watches catch
 //! up) → each service, dependants first, stops accepting and finishes its in-flight requests →
-//! at `shutdown.timeout` whatever is left is abandoned and named. A second signal skips to the
-//! end. No service can end the process early: the process exits once, from the binary, with
-//! the [`Outcome`] returned here.
+//! at `shutdown.timeout` whatever is left is abandoned and named. A forced [`Shutdown`] (the
+//! binary's second signal) skips to the end. No service can end the process early: the process
+//! exits once, from the binary, with the [`Outcome`] returned here.
+//!
+//! Cancellation has one root per process: each service's token is a child of it, and every
+//! task the runtime starts for a service (its dependency probes, its background work) holds
+//! that child, so nothing the supervisor started outlives [`Supervisor::run`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -16,15 +20,16 @@ use arca_config::Config;
 use arca_proto::v1::probe_client::ProbeClient;
 use arca_proto::v1::{CheckRequest, State as ProbeState};
 use arca_transport::{Clients, Endpoint, Listener, MemHub, Registry, RetryPolicy, bind};
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::events::{EventBus, MemoryBus};
 use crate::health::{FAILURES_BEFORE_UNHEALTHY, Health, Phase, elapsed_ms};
 use crate::lease::Leases;
-use crate::service::{Context, Service, ServiceError};
+use crate::service::{Context, Entry, Service, ServiceError};
+use crate::shutdown::Shutdown;
 use crate::token::TokenSigner;
 
 /// How a supervised process ended; the binary turns it into an exit code.
@@ -62,8 +67,6 @@ pub enum StartError {
     Duplicate(&'static str),
     #[error("dependency cycle among services: {0}")]
     Cycle(String),
-    #[error("signal handler: {0}")]
-    Signal(std::io::Error),
 }
 
 /// How long a service waits for its local dependencies before starting anyway (its readiness
@@ -73,16 +76,19 @@ const LOCAL_DEPENDENCY_WAIT: Duration = Duration::from_secs(10);
 /// a process is ready milliseconds after its last dependency.
 const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Events kept for a listener that falls behind on the default in-memory bus.
+const EVENT_BUFFER: usize = 1024;
 
 /// One process's services, supervised together.
 pub struct Supervisor {
     config: Arc<Config>,
-    services: Vec<Box<dyn Service>>,
+    services: Vec<Entry>,
     registry: Arc<dyn Registry>,
     health: Health,
     hub: MemHub,
     signer: TokenSigner,
     leases: Leases,
+    bus: Arc<dyn EventBus>,
 }
 
 struct Running {
@@ -95,9 +101,10 @@ struct Running {
 }
 
 impl Supervisor {
+    /// The services of `entries`, built from `config` when [`run`](Self::run) starts them.
     pub fn new(
         config: Arc<Config>,
-        services: Vec<Box<dyn Service>>,
+        entries: impl IntoIterator<Item = Entry>,
         registry: Arc<dyn Registry>,
     ) -> Self {
         // Without a configured secret, tokens only need to verify inside this process (the
@@ -110,12 +117,19 @@ impl Supervisor {
         Self {
             signer: TokenSigner::new(secret.as_bytes()),
             config,
-            services,
+            services: entries.into_iter().collect(),
             registry,
             health: Health::default(),
             hub: MemHub::new(),
             leases: Leases::memory(Duration::from_secs(10)),
+            bus: MemoryBus::new(EVENT_BUFFER),
         }
+    }
+
+    /// The event bus services publish on; by default in memory (this process only).
+    pub fn with_bus(mut self, bus: Arc<dyn EventBus>) -> Self {
+        self.bus = bus;
+        self
     }
 
     /// Where services' leader leases live; by default in memory (this process only).
@@ -129,12 +143,14 @@ impl Supervisor {
         self.health.clone()
     }
 
-    /// Runs until a signal or a failure, then shuts down; see the module docs for the order.
-    pub async fn run(self) -> Result<Outcome, StartError> {
+    /// Runs until `shutdown` is requested or a service fails, then shuts down; see the module
+    /// docs for the order.
+    pub async fn run(self, shutdown: Shutdown) -> Result<Outcome, StartError> {
         let started = Instant::now();
         let order = start_order(&self.services)?;
-        let mut sigterm = signal(SignalKind::terminate()).map_err(StartError::Signal)?;
-        let mut sigint = signal(SignalKind::interrupt()).map_err(StartError::Signal)?;
+        let root = CancellationToken::new();
+        // Whatever way this returns, nothing started below keeps running.
+        let _stop_all = root.clone().drop_guard();
 
         let clients = Clients::new(
             self.hub.clone(),
@@ -144,18 +160,19 @@ impl Supervisor {
         let (exit_tx, mut exit_rx) =
             mpsc::unbounded_channel::<(&'static str, Result<(), String>)>();
         let registered: Arc<std::sync::Mutex<Vec<(&'static str, Endpoint)>>> = Arc::default();
-        let local: Vec<&'static str> = self.services.iter().map(|s| s.name()).collect();
+        let local: Vec<&'static str> = self.services.iter().map(|s| s.name).collect();
 
-        let mut services: HashMap<&'static str, Box<dyn Service>> =
-            self.services.into_iter().map(|s| (s.name(), s)).collect();
+        let mut services: HashMap<&'static str, Entry> =
+            self.services.into_iter().map(|s| (s.name, s)).collect();
         let mut running = Vec::new();
         for &name in &order {
-            let Some(service) = services.remove(name) else {
+            let Some(entry) = services.remove(name) else {
                 continue;
             };
-            let deps = service.dependencies();
+            let deps = entry.dependencies;
+            let service = (entry.build)(&self.config);
             self.health.add(name, deps);
-            let token = CancellationToken::new();
+            let token = root.child_token();
             let task = ServiceTask {
                 config: self.config.clone(),
                 clients: clients.clone(),
@@ -166,11 +183,12 @@ impl Supervisor {
                 started,
                 signer: self.signer.clone(),
                 leases: self.leases.clone(),
+                bus: self.bus.clone(),
             };
             let exit_tx = exit_tx.clone();
             // The service runs in its own task so that a panic is caught here and reported as
             // that service's failure instead of tearing down the supervisor.
-            let inner = tokio::spawn(task.run(service));
+            let inner = tokio::spawn(task.run(name, deps, service));
             let abort = inner.abort_handle();
             let handle = tokio::spawn(async move {
                 let result = match inner.await {
@@ -188,13 +206,13 @@ impl Supervisor {
         }
         drop(exit_tx);
 
-        // Wait for the first of: a signal, or a service ending on its own (always a failure).
+        // Wait for the first of: a stop request, or a service ending on its own (always a
+        // failure).
         let mut heartbeat = tokio::time::interval(Duration::from_millis(500));
         let failure = loop {
             self.health.beat();
             tokio::select! {
-                _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break None; }
-                _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break None; }
+                () = shutdown.requested() => { tracing::info!("shutting down"); break None; }
                 Some((name, result)) = exit_rx.recv() => {
                     let cause = match result {
                         Err(cause) => cause,
@@ -226,12 +244,7 @@ impl Supervisor {
             }
         }
 
-        let second_signal = async {
-            tokio::select! {
-                _ = sigterm.recv() => {}
-                _ = sigint.recv() => {}
-            }
-        };
+        let second_signal = shutdown.forced();
         tokio::pin!(second_signal);
 
         // 3. Keep serving while the world notices we are leaving.
@@ -296,12 +309,16 @@ struct ServiceTask {
     started: Instant,
     signer: TokenSigner,
     leases: Leases,
+    bus: Arc<dyn EventBus>,
 }
 
 impl ServiceTask {
-    async fn run(self, service: Box<dyn Service>) -> Result<(), ServiceError> {
-        let name = service.name();
-
+    async fn run(
+        self,
+        name: &'static str,
+        deps: &'static [&'static str],
+        service: Box<dyn Service>,
+    ) -> Result<(), ServiceError> {
         // Local dependencies first, so the service does not start by failing calls.
         let wait = async {
             while !self.local_deps.iter().all(|d| self.health.is_ready(d)) {
@@ -334,6 +351,8 @@ impl ServiceTask {
             .filter(|l| !matches!(l, Listener::Mem(..)))
             .map(Listener::local_endpoint)
             .collect();
+        self.health
+            .set_public(name, public.iter().map(Listener::local_endpoint).collect());
         self.health.set_bound(name, true);
         self.health.set_blocker(name, None);
         self.health.set_phase(name, Phase::Running);
@@ -342,9 +361,11 @@ impl ServiceTask {
             tracing::info!(service = name, endpoint = %l.local_endpoint(), "listening (public)");
         }
 
-        tokio::spawn(watch_dependencies(
+        // Tracked with the service's other background work, so its end is waited for.
+        let tasks = TaskTracker::new();
+        tasks.spawn(watch_dependencies(
             name,
-            service.dependencies(),
+            deps,
             announce,
             self.clients.clone(),
             self.health.clone(),
@@ -359,11 +380,12 @@ impl ServiceTask {
             clients: self.clients.clone(),
             health: self.health.clone(),
             shutdown: self.token.clone(),
-            tasks: TaskTracker::new(),
+            tasks,
             signer: self.signer.clone(),
             internal,
             public,
             leases: self.leases.clone(),
+            bus: self.bus.clone(),
         };
         service.run(ctx).await
     }
@@ -484,28 +506,28 @@ async fn probe(clients: &Clients, dep: &str) -> Result<(), String> {
 }
 
 /// Dependencies before dependants; local services only (remote ones are probed, not ordered).
-fn start_order(services: &[Box<dyn Service>]) -> Result<Vec<&'static str>, StartError> {
+fn start_order(services: &[Entry]) -> Result<Vec<&'static str>, StartError> {
     if services.is_empty() {
         return Err(StartError::Empty);
     }
     let mut deps: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
     for s in services {
-        if deps.insert(s.name(), Vec::new()).is_some() {
-            return Err(StartError::Duplicate(s.name()));
+        if deps.insert(s.name, Vec::new()).is_some() {
+            return Err(StartError::Duplicate(s.name));
         }
     }
     for s in services {
         let local: Vec<_> = s
-            .dependencies()
+            .dependencies
             .iter()
             .copied()
             .filter(|d| deps.contains_key(d))
             .collect();
-        deps.insert(s.name(), local);
+        deps.insert(s.name, local);
     }
     let mut order = Vec::new();
     // Keep the configured order among services that are free to start (stable, predictable logs).
-    let names: Vec<&'static str> = services.iter().map(|s| s.name()).collect();
+    let names: Vec<&'static str> = services.iter().map(|s| s.name).collect();
     while order.len() < names.len() {
         let next = names
             .iter()

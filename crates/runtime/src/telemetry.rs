@@ -24,18 +24,25 @@ pub enum TelemetryError {
 
 /// Keeps exporters alive; [`Telemetry::shutdown`] flushes spans still buffered.
 pub struct Telemetry {
-    tracer: SdkTracerProvider,
+    /// `None` for a second [`init`] in the same process, which shares the first one's.
+    tracer: Option<SdkTracerProvider>,
     pub metrics: PrometheusHandle,
 }
 
 impl Telemetry {
     pub fn shutdown(self) {
-        if let Err(e) = self.tracer.shutdown() {
+        if let Some(tracer) = self.tracer
+            && let Err(e) = tracer.shutdown()
+        {
             tracing::warn!(error = %e, "flushing traces failed");
         }
         flush_logs();
     }
 }
+
+/// The recorder [`init`] installed, for a later `init` in the same process (tests host
+/// several deployments in one process; logs, traces and metrics are the process's, once).
+static INSTALLED: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
 
 /// Checks a `log.level` filter without installing anything, so a bad one is a config error
 /// reported before the process starts.
@@ -137,7 +144,20 @@ pub(crate) fn otel_enabled() -> bool {
 /// for every hop of every request only to drop it cost a fifth of a small GET's throughput —
 /// but request spans still log a trace id, propagated in `traceparent` from hop to hop (see
 /// [`otel_enabled`]), so one request can be followed across every hop in the logs alone.
+///
+/// All of this is process-wide: a second call (a test hosting a second deployment in the same
+/// process) installs nothing and shares the first call's metrics.
 pub fn init(config: &Config) -> Result<Telemetry, TelemetryError> {
+    // Held to the end, so two first calls at once cannot both install.
+    let mut installed = INSTALLED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(metrics) = installed.as_ref() {
+        return Ok(Telemetry {
+            tracer: None,
+            metrics: metrics.clone(),
+        });
+    }
     let filter =
         EnvFilter::try_new(&config.log.level).map_err(|e| TelemetryError::Filter(e.to_string()))?;
 
@@ -225,8 +245,9 @@ pub fn init(config: &Config) -> Result<Telemetry, TelemetryError> {
             }
         })
         .map_err(|e| TelemetryError::Thread("metrics-upkeep", e))?;
+    *installed = Some(metrics.clone());
     Ok(Telemetry {
-        tracer: tracer_provider,
+        tracer: Some(tracer_provider),
         metrics,
     })
 }

@@ -9,8 +9,8 @@
 //! them afresh, so a revoked or narrowed share takes effect on the very next request.
 //!
 //! Share created/updated/removed/accepted/declined and link accessed are published on the
-//! event bus given at construction ([`Sharing::new`]), with ids, actor and time; the service
-//! writes each one to the log too (`arca::events`).
+//! process's event bus ([`Context::bus`]), with ids, actor and time; the service writes each
+//! one to the log too (`arca::events`).
 
 mod api;
 mod perms;
@@ -20,44 +20,17 @@ use std::sync::Arc;
 
 use arca_proto::v1::sharing_server::SharingServer;
 use arca_runtime::events::Outbox;
-use arca_runtime::events::{EventBus, MemoryBus};
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
 
 pub use api::RETRY_AFTER;
 
-/// Events kept for a listener that falls behind on the in-memory bus.
-const BUS_CAPACITY: usize = 1024;
 /// Events waiting for the bus (while NATS is away) before new ones are dropped.
 const OUTBOX_CAPACITY: usize = 10_000;
 
 /// The sharing service.
-pub struct Sharing {
-    bus: Arc<dyn EventBus>,
-}
-
-impl Sharing {
-    /// Publishing on `bus`.
-    pub fn new(bus: Arc<dyn EventBus>) -> Self {
-        Self { bus }
-    }
-}
-
-impl Default for Sharing {
-    /// Publishing on an in-memory bus of its own.
-    fn default() -> Self {
-        Self::new(MemoryBus::new(BUS_CAPACITY))
-    }
-}
+pub struct Sharing;
 
 impl Service for Sharing {
-    fn name(&self) -> &'static str {
-        "sharing"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        &["storage-system"]
-    }
-
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let config = ctx.config().clone();
@@ -66,7 +39,7 @@ impl Service for Sharing {
                 signer: ctx.signer().clone(),
                 auto_accept: config.sharing.auto_accept,
                 // Requests hand events over and answer; a bus that is down delays events only.
-                events: Outbox::new(self.bus.clone(), OUTBOX_CAPACITY),
+                events: Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY),
                 throttle: throttle::Throttle::new(
                     config.proxy.auth.max_failures,
                     config.proxy.auth.window,
@@ -76,7 +49,7 @@ impl Service for Sharing {
             // The audit trail, read as group "sharing": once per event however many
             // sharing replicas run.
             ctx.spawn(arca_runtime::events::log_events(
-                self.bus.as_ref(),
+                ctx.bus().as_ref(),
                 "sharing",
                 ctx.shutdown(),
             ));

@@ -26,14 +26,6 @@ use arca_store::{Store, StoreConfig, StoreError};
 pub struct StorageSystem;
 
 impl Service for StorageSystem {
-    fn name(&self) -> &'static str {
-        "storage-system"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        &[]
-    }
-
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let dir = ctx.data_dir("storage-system").await?;

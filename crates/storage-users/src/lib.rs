@@ -74,17 +74,6 @@ async fn collect_orphans(store: Store, lease: Lease, stop: impl Future<Output = 
 pub struct StorageUsers;
 
 impl Service for StorageUsers {
-    fn name(&self) -> &'static str {
-        "storage-users"
-    }
-
-    fn dependencies(&self) -> &'static [&'static str] {
-        // Callers who do not own a space get what its shares grant them, asked of the sharing
-        // service on every such call (see `grants`). No cycle: sharing needs storage-system
-        // only.
-        &["sharing"]
-    }
-
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             // A storage service that cannot write its own directory can never work: fail the
