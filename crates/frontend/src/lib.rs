@@ -9,6 +9,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 mod apptokens;
+mod chunking;
 pub mod dav;
 mod drives;
 mod graph;
@@ -34,6 +35,8 @@ impl Service for Frontend {
             let router = Router::new()
                 .route("/status.php", get(status))
                 .merge(webdav::routes(dav.clone()))
+                // Nextcloud's chunked uploads (/remote.php/dav/uploads/).
+                .merge(chunking::routes(dav.clone()))
                 // Public links and the OCS share API (the share jail lives in `webdav`).
                 .merge(public::routes(dav))
                 .merge(shares::routes(ctx.channel("gateway")))

@@ -287,12 +287,12 @@ fn capability_tree() -> Value {
             "support-sse": false,
         },
         "checksums": {
-            "supportedTypes": ["sha1", "md5", "adler32"],
-            "preferredUploadType": "sha1",
+            "supportedTypes": ["SHA1", "MD5", "Adler32"],
+            "preferredUploadType": "SHA1",
         },
         "files": {
             "privateLinks": true,
-            "bigfilechunking": false,
+            "bigfilechunking": true,
             "undelete": false,
             "versioning": false,
             "favorites": false,
@@ -308,7 +308,7 @@ fn capability_tree() -> Value {
             },
         },
         "dav": {
-            "chunking": "",
+            "chunking": "1.0",
             "chunkingParallelUploadDisabled": false,
             // No REPORT methods are served.
             "reports": [],

@@ -362,6 +362,13 @@ pub(crate) async fn create(
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    // owncloudcmd announces the file's checksum as `checksum` = "SHA1 HEX" (CLIENT_PROTOCOL.md
+    // §5a); an empty one is no checksum. Verified when the upload is committed.
+    let checksum = match metadata_value(metadata, "checksum") {
+        Ok(Some(v)) => crate::webdav::checksum_value(&String::from_utf8_lossy(&v)),
+        Ok(None) => String::new(),
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
     let if_match = h
         .get(header::IF_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -385,9 +392,10 @@ pub(crate) async fn create(
             if_none_match_any: false,
             mtime_ns: mtime_header(h),
             length,
-            checksum: String::new(),
+            checksum,
             lock_tokens: collection.lock_tokens.to_vec(),
             resumable: true,
+            upload_folder: String::new(),
         })
         .await;
     let transfer = match transfer {

@@ -60,12 +60,12 @@ impl Dav {
         &self.gateway
     }
 
-    fn storage(&self) -> StorageClient<Channel> {
+    pub(crate) fn storage(&self) -> StorageClient<Channel> {
         StorageClient::new(self.gateway.clone())
     }
 
     /// One request on a provider's data path; an unreachable provider is 502.
-    async fn transfer(
+    pub(crate) async fn transfer(
         &self,
         provider: &str,
         req: http::Request<Body>,
@@ -118,7 +118,7 @@ pub(crate) struct Location {
 }
 
 impl Location {
-    fn reference(&self) -> Ref {
+    pub(crate) fn reference(&self) -> Ref {
         Ref {
             space_id: self.space_id.clone(),
             path: self.path.as_str().to_owned(),
@@ -126,7 +126,7 @@ impl Location {
         }
     }
 
-    fn href(&self, path: &str, is_dir: bool) -> String {
+    pub(crate) fn href(&self, path: &str, is_dir: bool) -> String {
         let mut out = self.prefix.clone();
         let path = if self.base.is_empty() {
             path
@@ -261,7 +261,7 @@ async fn jail_root(dav: &Dav, loc: &Location, req: Request) -> Response {
 
 /// Evaluates an `If` header (RFC 4918 §10.4): 412 when no list holds. Returns the lock tokens
 /// it submits, which the provider checks against the locks an operation touches.
-async fn check_if(
+pub(crate) async fn check_if(
     dav: &Dav,
     who: &Identity,
     raw_path: &str,
@@ -328,7 +328,7 @@ async fn check_if(
         .collect())
 }
 
-fn locate(raw: &str, who: &Identity) -> Result<Location, Response> {
+pub(crate) fn locate(raw: &str, who: &Identity) -> Result<Location, Response> {
     let bad = |e: dav::PathError| dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None);
     let not_found = || dav_error(StatusCode::NOT_FOUND, "Resource not found", None);
     let (prefix, space_id, rest) = if let Some(rest) = raw.strip_prefix("/remote.php/webdav") {
@@ -417,7 +417,7 @@ fn depth(headers: &HeaderMap, default: Depth) -> Result<Depth, Response> {
 }
 
 /// A PROPFIND's depth (0 or 1) and what it asks for.
-async fn propfind_query(req: Request) -> Result<(Depth, Propfind), Response> {
+pub(crate) async fn propfind_query(req: Request) -> Result<(Depth, Propfind), Response> {
     let depth = depth(req.headers(), Depth::Infinity)?;
     if depth == Depth::Infinity {
         return Err(dav_error(
@@ -512,7 +512,7 @@ async fn propfind(dav: &Dav, loc: &Location, req: Request) -> Result<Response, R
 }
 
 /// The multistatus for `node` and its `children`.
-async fn propfind_answer(
+pub(crate) async fn propfind_answer(
     dav: &Dav,
     loc: &Location,
     query: &Propfind,
@@ -867,7 +867,7 @@ async fn mkcol(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Resp
 }
 
 /// ETag, OC-ETag, OC-FileId and Last-Modified of a node.
-fn node_headers(h: &mut HeaderMap, node: &Node) {
+pub(crate) fn node_headers(h: &mut HeaderMap, node: &Node) {
     let etag = format!("\"{}\"", node.etag);
     if let Ok(v) = HeaderValue::from_str(&etag) {
         h.insert(header::ETAG, v.clone());
@@ -883,7 +883,7 @@ fn node_headers(h: &mut HeaderMap, node: &Node) {
 }
 
 /// The data-path URL of a transfer token (tokens are base64url: no escaping needed).
-fn data_uri(token: &str) -> String {
+pub(crate) fn data_uri(token: &str) -> String {
     format!("/data/{token}")
 }
 
@@ -1008,34 +1008,48 @@ fn content_disposition(name: &str) -> String {
     format!("attachment; filename*=UTF-8''{exact}; filename=\"{fallback}\"")
 }
 
-fn internal(e: &dyn std::fmt::Display) -> Response {
+pub(crate) fn internal(e: &dyn std::fmt::Display) -> Response {
     tracing::error!(error = %e, "internal error");
     dav_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error", None)
 }
 
-/// `OC-Checksum: SHA1:hex` (also `MD5:` and `ADLER32:`) → `sha1:hex` for the provider.
-fn checksum_header(h: &HeaderMap) -> Result<String, Response> {
+/// `OC-Checksum: SHA1:hex` (also `MD5:`, `ADLER32:`/`Adler32:`, in any case) → `sha1:hex`
+/// for the provider, which verifies it; empty when absent or naming no algorithm we know.
+pub(crate) fn checksum_header(h: &HeaderMap) -> Result<String, Response> {
     let Some(v) = h.get("oc-checksum") else {
         return Ok(String::new());
     };
     let v = v
         .to_str()
         .map_err(|_| dav_error(StatusCode::BAD_REQUEST, "OC-Checksum is not ASCII", None))?;
-    // Clients may send several, space separated; one we know is enough.
-    for part in v.split_whitespace() {
-        if let Some((algo, hex)) = part.split_once(':') {
-            let algo = algo.to_ascii_lowercase();
-            if matches!(algo.as_str(), "sha1" | "md5" | "adler32") && !hex.is_empty() {
-                return Ok(format!("{algo}:{hex}"));
-            }
+    Ok(checksum_value(v))
+}
+
+/// A checksum as clients write it: `ALGO:HEX` (OC-Checksum; several may be space separated,
+/// one we know is enough) or `ALGO HEX` (owncloudcmd's TUS `checksum` metadata), the
+/// algorithm in any case → `algo:hex`, or empty if none we know.
+pub(crate) fn checksum_value(v: &str) -> String {
+    let v = v.trim();
+    let pairs: Vec<(&str, &str)> = if v.contains(':') {
+        v.split_whitespace()
+            .filter_map(|part| part.split_once(':'))
+            .collect()
+    } else {
+        v.split_once(' ').into_iter().collect()
+    };
+    for (algo, hex) in pairs {
+        let algo = algo.trim().to_ascii_lowercase();
+        let hex = hex.trim();
+        if matches!(algo.as_str(), "sha1" | "md5" | "adler32") && !hex.is_empty() {
+            return format!("{algo}:{hex}");
         }
     }
-    Ok(String::new())
+    String::new()
 }
 
 /// `X-OC-Mtime`: unix seconds (integer or decimal) → nanoseconds; invalid values are ignored
 /// as oCIS does, not refused.
-fn mtime_header(h: &HeaderMap) -> Option<i64> {
+pub(crate) fn mtime_header(h: &HeaderMap) -> Option<i64> {
     let v = h.get("x-oc-mtime")?.to_str().ok()?;
     let secs: f64 = v.trim().parse().ok()?;
     (secs.is_finite() && secs > 0.0).then_some((secs * 1e9) as i64)
@@ -1043,6 +1057,16 @@ fn mtime_header(h: &HeaderMap) -> Option<i64> {
 
 async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
     let h = req.headers();
+    if h.contains_key("oc-chunked") {
+        // ownCloud's chunking v1 (`NAME-chunking-ID-COUNT-INDEX` with `OC-Chunked`) is refused,
+        // never stored as a file of the chunk's name (issue 25; see the README).
+        return Err(dav_error(
+            StatusCode::BAD_REQUEST,
+            "chunking v1 (OC-Chunked) is not supported: upload in chunks to \
+             /remote.php/dav/uploads/ (chunking v2, capability dav.chunking 1.0)",
+            None,
+        ));
+    }
     if h.contains_key(header::CONTENT_RANGE) {
         // RFC 9110 §14.5: a partial PUT must not be taken for a whole one.
         return Err(dav_error(
@@ -1081,6 +1105,7 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
             checksum,
             lock_tokens: loc.tokens.clone(),
             resumable: false,
+            upload_folder: String::new(),
         })
         .await
         .map_err(|s| match ErrorKind::of(&s) {
@@ -1099,16 +1124,19 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
     }
     let data_req = data_req.body(req.into_body()).map_err(|e| internal(&e))?;
     let resp = dav.transfer(&transfer.provider, data_req).await?;
+    written(resp, existed, mtime.is_some()).await
+}
+
+/// The answer to a write through a provider's data path (a PUT, an assembled upload): the
+/// provider's refusal as the client's, or 201 (204 when a file was `replaced`) with the
+/// committed node's headers, and `X-OC-Mtime: accepted` when the client set the mtime.
+pub(crate) async fn written(
+    resp: http::Response<Body>,
+    replaced: bool,
+    mtime_set: bool,
+) -> Result<Response, Response> {
     if !resp.status().is_success() {
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default();
-        let message = String::from_utf8_lossy(&body);
-        return Err(dav_error(status, message.trim(), None));
+        return Err(provider_error(resp).await);
     }
     let node = resp
         .headers()
@@ -1120,7 +1148,7 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
         })
         .and_then(|b| Node::decode(b.as_slice()).ok())
         .unwrap_or_default();
-    let mut out = if existed {
+    let mut out = if replaced {
         StatusCode::NO_CONTENT
     } else {
         StatusCode::CREATED
@@ -1132,13 +1160,25 @@ async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Respon
         HeaderName::from_static("oc-perm"),
         HeaderValue::from_static("SRDNVWZP"),
     );
-    if mtime.is_some() {
+    if mtime_set {
         hm.insert(
             HeaderName::from_static("x-oc-mtime"),
             HeaderValue::from_static("accepted"),
         );
     }
     Ok(out)
+}
+
+/// A provider's failure answer as a WebDAV error with its one-line reason.
+pub(crate) async fn provider_error(resp: http::Response<Body>) -> Response {
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    dav_error(status, String::from_utf8_lossy(&body).trim(), None)
 }
 
 async fn delete(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
@@ -1159,13 +1199,13 @@ async fn delete(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Res
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn copy_or_move(
+/// Where a `Destination` header (RFC 4918 §10.3) points, for the caller: absolute on this
+/// host or path-only, into any WebDAV root (a share mounted in the jail included).
+pub(crate) async fn destination(
     dav: &Dav,
-    loc: &Location,
-    req: Request,
-    is_move: bool,
-) -> Result<Response, Response> {
-    let h = req.headers();
+    h: &HeaderMap,
+    who: &Identity,
+) -> Result<Location, Response> {
     let Some(dest) = h.get("destination") else {
         return Err(dav_error(
             StatusCode::BAD_REQUEST,
@@ -1188,14 +1228,24 @@ async fn copy_or_move(
         }
         Err(e) => return Err(dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None)),
     };
+    let mut raw = String::new();
+    dav::encode_path(dest_path.as_str(), &mut raw);
+    crate::jail::enter_destination(&dav.gateway, locate(&raw, who)?).await
+}
+
+async fn copy_or_move(
+    dav: &Dav,
+    loc: &Location,
+    req: Request,
+    is_move: bool,
+) -> Result<Response, Response> {
+    let h = req.headers();
     let who = req
         .extensions()
         .get::<Identity>()
         .cloned()
         .ok_or_else(|| dav_error(StatusCode::UNAUTHORIZED, "no caller identity", None))?;
-    let mut raw = String::new();
-    dav::encode_path(dest_path.as_str(), &mut raw);
-    let dest_loc = crate::jail::enter_destination(&dav.gateway, locate(&raw, &who)?).await?;
+    let dest_loc = destination(dav, h, &who).await?;
     if dest_loc.space_id != loc.space_id {
         return Err(dav_error(
             StatusCode::BAD_GATEWAY,

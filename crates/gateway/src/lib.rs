@@ -239,6 +239,35 @@ impl Storage for GatewayApi {
         forward!(self, req, initiate_upload, p)
     }
 
+    async fn create_upload_folder(
+        &self,
+        req: Request<CreateUploadFolderRequest>,
+    ) -> Result<Response<UploadFolder>, Status> {
+        // Upload folders are storage-users': a user's uploads, wherever they end up.
+        forward!(self, req, create_upload_folder, USERS_PROVIDER)
+    }
+
+    async fn list_upload_folders(
+        &self,
+        req: Request<ListUploadFoldersRequest>,
+    ) -> Result<Response<ListUploadFoldersResponse>, Status> {
+        forward!(self, req, list_upload_folders, USERS_PROVIDER)
+    }
+
+    async fn delete_upload_folder(
+        &self,
+        req: Request<DeleteUploadFolderRequest>,
+    ) -> Result<Response<DeleteUploadFolderResponse>, Status> {
+        forward!(self, req, delete_upload_folder, USERS_PROVIDER)
+    }
+
+    async fn initiate_chunk(
+        &self,
+        req: Request<InitiateChunkRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        forward!(self, req, initiate_chunk, USERS_PROVIDER)
+    }
+
     async fn initiate_download(
         &self,
         req: Request<InitiateDownloadRequest>,

@@ -136,3 +136,18 @@ pub(crate) fn status(e: StoreError) -> Status {
     };
     kind.status(e.to_string())
 }
+
+/// A checksum as the frontend passes it (`sha1:HEX`, `md5:HEX`, `adler32:HEX`; empty: none)
+/// → what the store verifies. An unknown algorithm is refused (never silently unchecked).
+pub(crate) fn expected_checksum(
+    text: &str,
+) -> Result<Option<(arca_store::ChecksumAlgo, String)>, String> {
+    match text.split_once(':') {
+        None if text.trim().is_empty() => Ok(None),
+        None => Err(format!("checksum {text:?} is not ALGORITHM:HEX")),
+        Some((algo, hex)) => algo
+            .parse::<arca_store::ChecksumAlgo>()
+            .map(|a| Some((a, hex.trim().to_owned())))
+            .map_err(|()| format!("unsupported checksum type {algo:?}")),
+    }
+}

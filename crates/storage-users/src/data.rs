@@ -6,7 +6,7 @@
 //! node comes back in the `x-arca-node` header (base64 protobuf), so the frontend can answer
 //! with ETag and file id without another call.
 
-use arca_store::{ChecksumAlgo, Precheck, PutOptions, StoreError};
+use arca_store::{Precheck, PutOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -25,7 +25,7 @@ fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
     (status, format!("{message}\n")).into_response()
 }
 
-fn store_error(e: StoreError) -> Response {
+pub(crate) fn store_error(e: StoreError) -> Response {
     let code = match &e {
         StoreError::NotFound => StatusCode::NOT_FOUND,
         StoreError::Conflict | StoreError::NotADirectory | StoreError::IsADirectory => {
@@ -71,17 +71,9 @@ pub(crate) async fn upload(
         Ok(g) => g,
         Err(e) => return error(StatusCode::FORBIDDEN, format_args!("upload token: {e}")),
     };
-    let expected_checksum = match grant.checksum.split_once(':') {
-        None => None,
-        Some((algo, hex)) => match algo.parse::<ChecksumAlgo>() {
-            Ok(a) => Some((a, hex.to_owned())),
-            Err(_) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format_args!("unsupported checksum type {algo:?}"),
-                );
-            }
-        },
+    let expected_checksum = match crate::convert::expected_checksum(&grant.checksum) {
+        Ok(c) => c,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let opts = PutOptions {
         if_match: (!grant.if_match.is_empty()).then(|| grant.if_match.clone()),

@@ -9,6 +9,7 @@
 
 mod convert;
 mod data;
+mod folders;
 mod grants;
 mod homes;
 mod provider;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use arca_proto::v1::storage_server::StorageServer;
 use arca_runtime::{BoxFuture, Context, Lease, Service, ServiceError};
 use arca_store::{Store, StoreConfig};
-use axum::routing::{patch, put};
+use axum::routing::{patch, post, put};
 
 /// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it
 /// is removed (an upload in progress is young; a crashed one is not).
@@ -119,6 +120,8 @@ impl Service for StorageUsers {
                         .head(uploads::head)
                         .delete(uploads::terminate),
                 )
+                .route("/chunk/{token}", put(folders::put_chunk))
+                .route("/assemble/{token}", post(folders::assemble))
                 .with_state(provider);
             let router = grpc.merge(data);
             // Abandoned uploads are shared by the instances: one sweeps, under its lease.

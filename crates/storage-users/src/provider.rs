@@ -45,6 +45,11 @@ pub(crate) struct UploadGrant {
     pub(crate) space: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) allowance: Option<u64>,
+    /// An assembly grant (`folders`): the upload folder that becomes the file, and its owner.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) folder: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) folder_user: String,
 }
 
 /// What a download token grants: reading one node.
@@ -982,6 +987,33 @@ impl Storage for Provider {
                 .await?;
             return Ok(Response::new(transfer));
         }
+        if !r.upload_folder.is_empty() {
+            // The folder's chunks become the file: the assembly checks the space and the
+            // quota itself, against the folder's real size.
+            let grant = UploadGrant {
+                parent: parent.id.clone(),
+                name,
+                path,
+                owner: space.owner.clone(),
+                if_match: r.if_match.clone(),
+                if_none_match_any: r.if_none_match_any || blind,
+                mtime_ns: r.mtime_ns,
+                length: r.length,
+                checksum: r.checksum.clone(),
+                space: None,
+                allowance: None,
+                folder: r.upload_folder.clone(),
+                folder_user: who.id.clone(),
+            };
+            return Ok(Response::new(Transfer {
+                provider: self.name.to_owned(),
+                token: self
+                    .signer
+                    .sign(crate::folders::ASSEMBLE_PURPOSE, &grant, TRANSFER_TTL),
+                node: existing,
+                expires: 0,
+            }));
+        }
         let prechecked = if one_read {
             let opts = arca_store::PutOptions {
                 if_match: (!r.if_match.is_empty()).then(|| r.if_match.clone()),
@@ -1006,6 +1038,8 @@ impl Storage for Provider {
             checksum: r.checksum.clone(),
             space: prechecked.as_ref().map(|p| p.space_id.clone()),
             allowance: prechecked.and_then(|p| p.allowance),
+            folder: String::new(),
+            folder_user: String::new(),
         };
         Ok(Response::new(Transfer {
             provider: self.name.to_owned(),
@@ -1013,6 +1047,44 @@ impl Storage for Provider {
             node: existing,
             expires: 0,
         }))
+    }
+
+    async fn create_upload_folder(
+        &self,
+        req: Request<CreateUploadFolderRequest>,
+    ) -> Result<Response<UploadFolder>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.create_upload_folder(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn list_upload_folders(
+        &self,
+        req: Request<ListUploadFoldersRequest>,
+    ) -> Result<Response<ListUploadFoldersResponse>, Status> {
+        let who = caller(&req)?;
+        let folders = self.list_upload_folders(who, req.get_ref()).await?;
+        Ok(Response::new(ListUploadFoldersResponse { folders }))
+    }
+
+    async fn delete_upload_folder(
+        &self,
+        req: Request<DeleteUploadFolderRequest>,
+    ) -> Result<Response<DeleteUploadFolderResponse>, Status> {
+        let who = caller(&req)?;
+        self.delete_upload_folder(who, req.get_ref()).await?;
+        Ok(Response::new(DeleteUploadFolderResponse {}))
+    }
+
+    async fn initiate_chunk(
+        &self,
+        req: Request<InitiateChunkRequest>,
+    ) -> Result<Response<Transfer>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.initiate_chunk(who, req.get_ref()).await?,
+        ))
     }
 
     async fn initiate_download(

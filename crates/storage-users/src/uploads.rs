@@ -110,7 +110,9 @@ impl UploadError {
                 StoreError::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
                 // Another request is committing this upload.
                 StoreError::Locked => StatusCode::LOCKED,
-                StoreError::InvalidName { .. } => StatusCode::BAD_REQUEST,
+                StoreError::InvalidName { .. }
+                | StoreError::ChecksumMismatch { .. }
+                | StoreError::LengthMismatch { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
@@ -130,6 +132,7 @@ impl UploadError {
                     | StoreError::QuotaExceeded
                     | StoreError::InvalidName { .. }
                     | StoreError::LengthMismatch { .. }
+                    | StoreError::ChecksumMismatch { .. }
             )
         )
     }
@@ -168,6 +171,11 @@ impl Uploads {
     /// The uploads kept in `store`, each living `expiration` from creation.
     pub(crate) fn new(store: Store, expiration: Duration) -> Self {
         Self { store, expiration }
+    }
+
+    /// How long an upload lives (an upload folder: after its last chunk).
+    pub(crate) fn expiration(&self) -> Duration {
+        self.expiration
     }
 
     /// The live upload a grant names. Anything that does not match exactly is "not found":
@@ -372,6 +380,9 @@ impl Provider {
                 return Err(ErrorKind::QuotaExceeded.status("the upload would exceed the quota"));
             }
         }
+        // Verified at the commit; an unknown algorithm is refused now, before any byte moves.
+        crate::convert::expected_checksum(&r.checksum)
+            .map_err(|e| ErrorKind::InvalidArgument.status(e))?;
         let now = now_secs();
         let ttl = self.uploads.expiration.as_secs().max(1);
         let if_match = r.if_match.trim().trim_matches('"');
@@ -392,6 +403,7 @@ impl Provider {
             },
             mtime_ns: r.mtime_ns,
             expires: now + ttl,
+            checksum: r.checksum.clone(),
         };
         self.store.create_upload(&record).await.map_err(|e| {
             tracing::error!(error = %e, "creating an upload");
@@ -488,7 +500,8 @@ impl Provider {
             if_match: (!record.if_match.is_empty()).then(|| record.if_match.clone()),
             if_none_match_any: false,
             mtime: mtime(record.mtime_ns),
-            expected_checksum: None,
+            expected_checksum: crate::convert::expected_checksum(&record.checksum)
+                .map_err(UploadError::BadRequest)?,
             content_length: Some(record.length),
             prechecked: None,
         };
@@ -602,6 +615,7 @@ mod tests {
             if_match: String::new(),
             mtime_ns: 0,
             expires,
+            checksum: String::new(),
         }
     }
 

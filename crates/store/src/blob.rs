@@ -24,6 +24,9 @@ use object_store::{
 
 use crate::StoreError;
 
+mod assembly;
+pub(crate) use assembly::Placement;
+
 /// Part size for local multipart writes: the unit of buffering per upload. Small, because each
 /// upload holds up to `MAX_PARTS_IN_FLIGHT + 1` of them in memory.
 const LOCAL_PART_SIZE: usize = 1 << 20;
@@ -110,6 +113,9 @@ pub struct BlobStore {
     /// Local backend: whether a new blob's directory needs an fsync of its own after the
     /// blob's (see [`fsync_keeps_new_names`]).
     sync_dirs: bool,
+    /// S3: the same bucket through object_store's multipart API, which lets pieces written by
+    /// separate requests (in any process) become one object (see `assembly`).
+    parts: Option<Arc<dyn object_store::multipart::MultipartStore>>,
 }
 
 /// Descriptors of small local blobs kept open, by key, with their length.
@@ -198,6 +204,7 @@ impl BlobStore {
             sync_dirs: !fsync_keeps_new_names(&dir),
             local_root: Some(dir),
             open: Arc::default(),
+            parts: None,
         })
     }
 
@@ -269,10 +276,14 @@ impl BlobStore {
                 ));
             }
         }
-        let s3 = builder
-            .build()
-            .map_err(|e| StoreError::Config(format!("S3 bucket {:?}: {e}", opts.bucket)))?;
-        Ok(Self::from_object_store(Arc::new(s3)))
+        let s3 = Arc::new(
+            builder
+                .build()
+                .map_err(|e| StoreError::Config(format!("S3 bucket {:?}: {e}", opts.bucket)))?,
+        );
+        let mut blobs = Self::from_object_store(Arc::clone(&s3) as Arc<dyn ObjectStore>);
+        blobs.parts = Some(s3);
+        Ok(blobs)
     }
 
     /// Blobs in any object store (S3, memory, ...). The store must make a completed write durable
@@ -283,7 +294,17 @@ impl BlobStore {
             local_root: None,
             open: Arc::default(),
             sync_dirs: true,
+            parts: None,
         }
+    }
+
+    /// An in-memory store with its multipart API (tests of the S3 paths).
+    #[cfg(test)]
+    pub(crate) fn in_memory_with_parts() -> Self {
+        let mem = Arc::new(object_store::memory::InMemory::new());
+        let mut blobs = Self::from_object_store(Arc::clone(&mem) as Arc<dyn ObjectStore>);
+        blobs.parts = Some(mem);
+        blobs
     }
 
     /// Checks that the backend answers and the bucket exists, so a wrong bucket name or

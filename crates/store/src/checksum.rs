@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use bytes::Bytes;
 use md5::Md5;
+use sha1::digest::common::hazmat::SerializableState;
+use sha1::digest::typenum::Unsigned;
 use sha1::{Digest, Sha1};
 
 /// A checksum algorithm a client may name (`OC-Checksum: SHA1:...`).
@@ -138,25 +140,71 @@ impl Hasher {
         self.md5 = Md5Lane::Away { chunks: tx, done };
     }
 
-    /// The three checksums of everything fed. Fails only if the MD5 thread died (a panic).
-    pub(crate) async fn finish(self) -> std::io::Result<Checksums> {
-        let md5 = match self.md5 {
-            Md5Lane::Here(md5) => md5,
+    /// The MD5 state with every chunk fed, its thread (if any) joined.
+    async fn md5(md5: Md5Lane) -> std::io::Result<Md5> {
+        match md5 {
+            Md5Lane::Here(md5) => Ok(md5),
             Md5Lane::Away { chunks, done } => {
                 drop(chunks);
-                done.await.map_err(std::io::Error::other)?
+                done.await.map_err(std::io::Error::other)
             }
-            Md5Lane::Switching => {
-                return Err(std::io::Error::other("md5 lane lost while switching"));
-            }
-        };
+            Md5Lane::Switching => Err(std::io::Error::other("md5 lane lost while switching")),
+        }
+    }
+
+    /// The three checksums of everything fed. Fails only if the MD5 thread died (a panic).
+    pub(crate) async fn finish(self) -> std::io::Result<Checksums> {
+        let md5 = Self::md5(self.md5).await?;
         Ok(Checksums {
             sha1: hex(&self.sha1.finalize()),
             md5: hex(&md5.finalize()),
             adler32: format!("{:08x}", self.adler.value()),
         })
     }
+
+    /// The state after everything fed, as bytes that [`Hasher::resume`] continues from — in
+    /// another process, too: an upload folder's chunks are hashed as they arrive, whichever
+    /// instance stores each, so its checksums are ready when it is assembled.
+    pub(crate) async fn suspend(self) -> std::io::Result<Vec<u8>> {
+        let md5 = Self::md5(self.md5).await?;
+        let mut out = Vec::with_capacity(1 + SHA1_STATE + MD5_STATE + 16);
+        out.push(STATE_VERSION);
+        out.extend_from_slice(self.sha1.serialize().as_slice());
+        out.extend_from_slice(md5.serialize().as_slice());
+        out.extend_from_slice(&self.adler.a.to_le_bytes());
+        out.extend_from_slice(&self.adler.b.to_le_bytes());
+        out.extend_from_slice(&self.fed.to_le_bytes());
+        Ok(out)
+    }
+
+    /// A hasher continuing from a [`Hasher::suspend`]ed state; `None` if the bytes are not
+    /// one (another version, truncated).
+    pub(crate) fn resume(state: &[u8]) -> Option<Hasher> {
+        let rest = state.strip_prefix(&[STATE_VERSION])?;
+        let (sha1, rest) = rest.split_at_checked(SHA1_STATE)?;
+        let (md5, rest) = rest.split_at_checked(MD5_STATE)?;
+        let (a, rest) = rest.split_at_checked(4)?;
+        let (b, fed) = rest.split_at_checked(4)?;
+        let sha1 = Sha1::deserialize(&sha1.try_into().ok()?).ok()?;
+        let md5 = Md5::deserialize(&md5.try_into().ok()?).ok()?;
+        let adler = Adler32 {
+            a: u32::from_le_bytes(a.try_into().ok()?),
+            b: u32::from_le_bytes(b.try_into().ok()?),
+        };
+        Some(Hasher {
+            sha1,
+            adler,
+            md5: Md5Lane::Here(md5),
+            fed: u64::from_le_bytes(fed.try_into().ok()?),
+        })
+    }
 }
+
+/// The layout of a suspended [`Hasher`]: this byte, then the SHA-1 and MD5 states as the
+/// digest crates serialise them, Adler-32's two sums and the byte count, little-endian.
+const STATE_VERSION: u8 = 1;
+const SHA1_STATE: usize = <<Sha1 as SerializableState>::SerializedStateSize as Unsigned>::USIZE;
+const MD5_STATE: usize = <<Md5 as SerializableState>::SerializedStateSize as Unsigned>::USIZE;
 
 /// Adler-32 (RFC 1950 §8.2). Small enough to keep rather than add a dependency.
 struct Adler32 {
@@ -269,6 +317,30 @@ mod tests {
             b = (b + a) % 65521;
         }
         assert_eq!(split.adler32, format!("{:08x}", (b << 16) | a));
+    }
+
+    /// Suspended after any prefix and resumed (on another hasher, as another process would),
+    /// the checksums are those of the whole body in one go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_suspended_hasher_resumes_where_it_stopped() {
+        let data: Vec<u8> = (0..(3 << 20) + 77u32)
+            .map(|i| (i * 31 % 253) as u8)
+            .collect();
+        let data = Bytes::from(data);
+        let mut whole = Hasher::new();
+        whole.update(&data).await;
+        let whole = whole.finish().await.unwrap();
+        for cut in [0, 1, 63, 64, 1 << 20, (2 << 20) + 5] {
+            let mut h = Hasher::new();
+            h.update(&data.slice(..cut)).await;
+            let state = h.suspend().await.unwrap();
+            let mut h = Hasher::resume(&state).unwrap();
+            h.update(&data.slice(cut..)).await;
+            assert_eq!(h.finish().await.unwrap(), whole, "cut at {cut}");
+        }
+        assert!(Hasher::resume(&[]).is_none());
+        assert!(Hasher::resume(&[STATE_VERSION, 1, 2]).is_none());
+        assert!(Hasher::resume(&[9; 200]).is_none());
     }
 
     #[test]

@@ -102,6 +102,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 "uploads",
                 include_str!("../migrations/sqlite/0012_uploads.sql"),
             ),
+            (
+                25,
+                "upload_folders",
+                include_str!("../migrations/sqlite/0025_upload_folders.sql"),
+            ),
         ],
         Dialect::Postgres => &[
             (
@@ -133,6 +138,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 12,
                 "uploads",
                 include_str!("../migrations/postgres/0012_uploads.sql"),
+            ),
+            (
+                25,
+                "upload_folders",
+                include_str!("../migrations/postgres/0025_upload_folders.sql"),
             ),
         ],
     };

@@ -27,6 +27,7 @@
 mod apptokens;
 mod blob;
 mod checksum;
+mod chunked;
 mod credentials;
 mod db;
 mod error;
@@ -49,6 +50,7 @@ fn lock_plain<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub use apptokens::AppToken;
 pub use blob::{BlobConfig, BlobStore, S3Options};
 pub use checksum::{ChecksumAlgo, Checksums};
+pub use chunked::{FolderChunk, UploadFolder, natural_cmp};
 pub use credentials::CredentialEvent;
 pub use error::StoreError;
 pub use groups::Group;

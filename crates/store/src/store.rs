@@ -8,7 +8,7 @@
 //! row first gives one lock order and no deadlocks. On SQLite writers are serialised globally
 //! (see `Db::write_lock`).
 
-mod commit;
+pub(crate) mod commit;
 mod gc;
 mod listing;
 mod props;
@@ -33,6 +33,7 @@ use crate::names::segments;
 use crate::{Result, StoreError};
 
 pub use put::Download;
+pub(crate) use put::Written;
 pub use spaces::{SpaceDetails, SpaceUpdate};
 
 /// How to open a [`Store`].

@@ -65,6 +65,9 @@ pub struct Upload {
     pub mtime_ns: i64,
     /// Seconds since the epoch; the upload is gone after this.
     pub expires: u64,
+    /// The checksum the client announced for the whole file (`sha1:HEX`, `md5:HEX`,
+    /// `adler32:HEX`), verified at the commit; empty: none.
+    pub checksum: String,
 }
 
 impl Upload {
@@ -130,7 +133,7 @@ impl UploadPart {
 macro_rules! upload_cols {
     () => {
         "id, user_id, space_id, parent_id, name, path, owner, length, received, if_match, mtime, \
-         expires"
+         expires, checksum"
     };
 }
 
@@ -152,6 +155,7 @@ fn from_row(row: &AnyRow) -> Result<Upload> {
         if_match: row.try_get(9)?,
         mtime_ns: row.try_get(10)?,
         expires: unsigned(11)?,
+        checksum: row.try_get(12)?,
     })
 }
 
@@ -171,8 +175,8 @@ impl Store {
         let r = async {
             sqlx::query(
                 "INSERT INTO uploads (id, user_id, space_id, parent_id, name, path, owner, length, \
-                 received, if_match, mtime, expires, committing, created) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, 0, $12)",
+                 received, if_match, mtime, expires, committing, created, checksum) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, 0, $12, $13)",
             )
             .bind(&u.id)
             .bind(&u.user)
@@ -186,6 +190,7 @@ impl Store {
             .bind(u.mtime_ns)
             .bind(db_size(u.expires)?)
             .bind(now_ms())
+            .bind(&u.checksum)
             .execute(w.conn())
             .await?;
             Ok(())
@@ -200,7 +205,7 @@ impl Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             upload_cols!(),
-            " FROM uploads WHERE id = $1"
+            " FROM uploads WHERE id = $1 AND label = ''"
         ))
         .bind(id)
         .fetch_optional(&mut *c)
@@ -409,20 +414,50 @@ impl Store {
             .boxed()
     }
 
-    /// Removes an upload and its parts; `false` if there was none. The rows go first (from
-    /// then on the upload does not exist), the objects after; a crash between leaves objects
-    /// the expiry sweep removes.
+    /// Removes an upload and its parts (an upload folder: its chunks and its assembly);
+    /// `false` if there was none. The assembly goes first, then the rows (from then on the
+    /// upload does not exist), the part objects after; a crash between leaves objects the
+    /// expiry sweep removes.
     pub async fn remove_upload(&self, id: &str) -> Result<bool> {
+        self.remove_upload_keeping(id, false).await
+    }
+
+    /// [`Store::remove_upload`]; with `keep_assembly`, an upload folder's assembly stays (it
+    /// became a file's blob).
+    pub(crate) async fn remove_upload_keeping(
+        &self,
+        id: &str,
+        keep_assembly: bool,
+    ) -> Result<bool> {
+        if !keep_assembly {
+            let row = {
+                let mut c = self.read_conn().await?;
+                sqlx::query("SELECT assembly, multipart FROM uploads WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *c)
+                    .await?
+            };
+            if let Some(row) = row {
+                let (assembly, multipart): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+                if !assembly.is_empty() {
+                    self.blobs().discard_pieces(&assembly, &multipart).await?;
+                }
+            }
+        }
         let mut w = self.db().begin_write().await?;
         let r = async {
-            let keys =
-                sqlx::query("DELETE FROM upload_parts WHERE upload_id = $1 RETURNING part_key")
-                    .bind(id)
-                    .fetch_all(w.conn())
-                    .await?
-                    .iter()
-                    .map(|row| row.try_get::<String, _>(0).map(Path::from))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
+            let mut keys = Vec::new();
+            for sql in [
+                "DELETE FROM upload_parts WHERE upload_id = $1 RETURNING part_key",
+                "DELETE FROM upload_chunks WHERE upload_id = $1 RETURNING part_key",
+            ] {
+                for row in sqlx::query(sql).bind(id).fetch_all(w.conn()).await? {
+                    let key: String = row.try_get(0)?;
+                    if !key.is_empty() {
+                        keys.push(Path::from(key));
+                    }
+                }
+            }
             let gone = sqlx::query("DELETE FROM uploads WHERE id = $1")
                 .bind(id)
                 .execute(w.conn())
@@ -449,7 +484,8 @@ impl Store {
             let ids: Vec<String> = {
                 let mut c = self.read_conn().await?;
                 sqlx::query(
-                    "SELECT id FROM uploads WHERE expires <= $1 AND committing < $2 LIMIT $3",
+                    "SELECT id FROM uploads WHERE expires <= $1 AND committing < $2 \
+                     AND placing < $2 LIMIT $3",
                 )
                 .bind(db_size(now_secs)?)
                 .bind(now_ms())
@@ -483,12 +519,15 @@ impl Store {
         if !old.is_empty() {
             let known: HashSet<String> = {
                 let mut c = self.read_conn().await?;
-                sqlx::query("SELECT part_key FROM upload_parts")
-                    .fetch_all(&mut *c)
-                    .await?
-                    .iter()
-                    .map(|row| row.try_get::<String, _>(0))
-                    .collect::<std::result::Result<_, _>>()?
+                sqlx::query(
+                    "SELECT part_key FROM upload_parts UNION ALL \
+                     SELECT part_key FROM upload_chunks WHERE part_key <> ''",
+                )
+                .fetch_all(&mut *c)
+                .await?
+                .iter()
+                .map(|row| row.try_get::<String, _>(0))
+                .collect::<std::result::Result<_, _>>()?
             };
             let strays: Vec<Path> = old
                 .into_iter()
@@ -532,6 +571,7 @@ mod tests {
             if_match: String::new(),
             mtime_ns: 0,
             expires,
+            checksum: String::new(),
         }
     }
 

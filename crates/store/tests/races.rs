@@ -157,6 +157,7 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
         if_match: String::new(),
         mtime_ns: 0,
         expires: u64::MAX >> 2,
+        checksum: String::new(),
     };
     stores[0].create_upload(&upload).await.expect("create");
 

@@ -112,7 +112,7 @@ impl Store {
 
     /// Step 1: refuse early what would be refused at commit. Returns the space and how many
     /// bytes the body may have before the quota is exceeded (`None` = unlimited).
-    async fn precheck_put(
+    pub(crate) async fn precheck_put(
         &self,
         parent_id: &str,
         name: &str,
