@@ -660,12 +660,26 @@ async fn claim_uploads(c: &mut AnyConnection, puts: &[&PutCommit]) -> Result<Vec
         .collect()
 }
 
+/// [`lookup`]'s statement for `parents` directories and `names` (parent, name) pairs.
+pub(crate) fn lookup_sql(parents: usize, names: usize) -> String {
+    use std::fmt::Write as _;
+    let mut sql = format!(
+        concat!("SELECT ", node_cols!(), " FROM nodes WHERE id IN ({})"),
+        placeholders(1, parents)
+    );
+    let mut next = parents + 1;
+    for _ in 0..names {
+        let _ = write!(sql, " OR (parent_id = ${} AND name = ${})", next, next + 1);
+        next += 2;
+    }
+    sql
+}
+
 /// Every parent of the batch's puts by id, and every node now under one of their names.
 async fn lookup(
     c: &mut AnyConnection,
     puts: &[&PutCommit],
 ) -> Result<(HashMap<String, Node>, HashMap<(String, String), Node>)> {
-    use std::fmt::Write as _;
     let mut parent_ids: Vec<&str> = Vec::new();
     let mut names: Vec<(&str, &str)> = Vec::new();
     for p in puts {
@@ -677,17 +691,11 @@ async fn lookup(
             names.push(pair);
         }
     }
-    let mut sql = format!(
-        concat!("SELECT ", node_cols!(), " FROM nodes WHERE id IN ({})"),
-        placeholders(1, parent_ids.len())
-    );
-    let mut next = parent_ids.len() + 1;
-    for _ in &names {
-        let _ = write!(sql, " OR (parent_id = ${} AND name = ${})", next, next + 1);
-        next += 2;
-    }
     // Safe: built from constants and the counts; every value is bound.
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(lookup_sql(
+        parent_ids.len(),
+        names.len(),
+    )));
     for id in &parent_ids {
         q = q.bind(*id);
     }
