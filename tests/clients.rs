@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, bail, ensure};
-use arca_tests::{Launch, Proc, Server, TempDir, eventually, send};
+use arca_tests::{Launch, Proc, Server, TempDir, client_command, eventually, send};
 use md5::Md5;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use sha1::{Digest as _, Sha1};
@@ -56,26 +56,6 @@ struct Ran {
     took: Duration,
     stdout: Vec<String>,
     stderr: Vec<String>,
-}
-
-/// A command for an external client with a private HOME (neither the user's config nor their
-/// caches are read or written) and no proxy settings (loopback must not go through one).
-fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_CACHE_HOME", home.join(".cache"));
-    for var in [
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
 }
 
 /// The last `n` lines of `lines`, indented, for failure messages.
@@ -1182,17 +1162,9 @@ impl Nextcloudcmd {
     /// With `fixed_chunks`, every chunk is [`NC_CHUNK`] bytes (the client otherwise grows
     /// them towards a minute's worth of upload).
     fn command(&self, local: &Path, folder: &str, fixed_chunks: bool, extra: &[&str]) -> Command {
-        let mut cmd = client_command("nextcloudcmd", &self.home);
-        cmd.env("QT_QPA_PLATFORM", "offscreen");
-        if fixed_chunks {
-            cmd.env("OWNCLOUD_CHUNK_SIZE", NC_CHUNK.to_string())
-                .env("OWNCLOUD_TARGET_CHUNK_UPLOAD_DURATION", "0");
-        }
-        cmd.arg("--non-interactive")
-            .arg("--logdebug")
-            .args(["-u", "admin", "-p", PASSWORD])
-            .args(["--max-sync-retries", "1"])
-            .args(extra)
+        let chunks = fixed_chunks.then_some(NC_CHUNK);
+        let mut cmd = arca_tests::nextcloudcmd(&self.home, PASSWORD, chunks);
+        cmd.args(extra)
             .arg("--path")
             .arg(format!("/{folder}"))
             .arg(local)

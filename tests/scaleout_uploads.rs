@@ -11,6 +11,9 @@
 //!   between instances.
 //! - An upload whose first chunk one instance stored: that instance is SIGTERMed (it exits 0),
 //!   and the upload is resumed (HEAD) and finished through the other one.
+//! - nextcloudcmd's chunked uploads (issue 25): its chunks land on both instances, a killed
+//!   upload resumes from the chunks either instance stored, and the files are byte-identical
+//!   on the server and after a download into an empty folder.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arca_tests::{
-    ExampleSet, HttpResponse, Moto, Nats, Postgres, Server, TempDir, eventually, free_addr,
-    pattern, send, sha1_hex,
+    EXAMPLE_PASSWORD, ExampleSet, HttpResponse, Moto, Nats, Postgres, Proc, Server, TempDir,
+    eventually, free_addr, pattern, send, sha1_hex,
 };
 use base64::Engine as _;
 use serde_json::Value;
@@ -482,6 +485,199 @@ async fn an_upload_is_finished_through_the_other_instance_after_a_sigterm() -> a
         "the upload was finished by instance {} from offset {chunk}: {} bytes, byte-identical",
         other + 1,
         got.len()
+    );
+    Ok(())
+}
+
+/// Relative path → SHA-1 of every file under `root`, the client's own files left out.
+fn local_files(
+    root: &std::path::Path,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let rel = path.strip_prefix(root)?.to_string_lossy().into_owned();
+            if rel.starts_with(".sync_") || rel.starts_with(".nextcloudsync.log") {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.insert(rel, sha1_hex(&std::fs::read(&path)?));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The proxy's access lines for chunk PUTs answered `status`: their paths.
+fn chunk_puts(proxy: &Server, status: u64) -> Vec<String> {
+    proxy
+        .proc
+        .events()
+        .into_iter()
+        .filter(|e| {
+            e["target"] == "access"
+                && e["fields"]["method"] == "PUT"
+                && e["fields"]["status"] == status
+        })
+        .filter_map(|e| e["fields"]["path"].as_str().map(str::to_owned))
+        .filter(|p| p.starts_with("/remote.php/dav/uploads/"))
+        .collect()
+}
+
+#[tokio::test]
+async fn nextcloudcmd_chunks_land_on_both_instances_and_resume_across_them() -> anyhow::Result<()> {
+    const CHUNK: usize = 10_000_000;
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new();
+    let d = deploy(&dir).await?;
+    let a = d.proxy.public.clone();
+    let r = dav(&a, "MKCOL", &format!("{ROOT}/nc"), &[], "").await?;
+    anyhow::ensure!(r.status == 201, "MKCOL: {}", r.status);
+    let local = dir.join("nc-local");
+    std::fs::create_dir_all(local.join("sub ü"))?;
+    for i in 0..20 {
+        std::fs::write(
+            local.join(format!("sub ü/small #{i}.txt")),
+            pattern(100 + i * 37, i as u32),
+        )?;
+    }
+    std::fs::write(local.join("big 150 MB.bin"), pattern(150_000_000, 150))?;
+    std::fs::write(local.join("sub ü/25 MB + x.bin"), pattern(25_000_000, 25))?;
+    let want = local_files(&local)?;
+    let home = dir.join("nc-home");
+    std::fs::create_dir_all(&home)?;
+    let sync = |local: &std::path::Path, home: &std::path::Path, extra: &[&str]| {
+        let mut cmd = arca_tests::nextcloudcmd(home, EXAMPLE_PASSWORD, Some(CHUNK));
+        cmd.args(extra)
+            .args(["--path", "/nc"])
+            .arg(local)
+            .arg(format!("http://{a}"));
+        cmd
+    };
+
+    // Run 1, slowed and killed once a few chunks are stored (a crash: SIGKILL).
+    let started = Instant::now();
+    let mut proc = Proc::spawn(sync(&local, &home, &["--uplimit", "50000"]))?;
+    eventually(Duration::from_secs(90), "four chunks stored", || {
+        let n = chunk_puts(&d.proxy, 201).len();
+        async move { Ok((n >= 4).then_some(())) }
+    })
+    .await
+    .with_context(|| format!("nextcloudcmd: {}", proc.stderr_tail(20)))?;
+    anyhow::ensure!(
+        !proc.has_exited(),
+        "nextcloudcmd finished before it was interrupted"
+    );
+    proc.signal(libc::SIGKILL);
+    proc.wait_exit(Duration::from_secs(10)).await?;
+    let before = chunk_puts(&d.proxy, 201).len();
+
+    // Run 2 finishes from what either instance stored, sending no stored chunk again.
+    let mut proc = Proc::spawn(sync(&local, &home, &[]))?;
+    let status = proc.wait_exit(Duration::from_secs(180)).await?;
+    anyhow::ensure!(
+        status.success(),
+        "nextcloudcmd: {status}\n{}",
+        proc.stderr_tail(30)
+    );
+    // nextcloudcmd exits 0 over a file it only postponed (a 423 on its MOVE): the server's
+    // answers are what count. None refused a request, failed, or made a client wait, but the
+    // chunk the kill cut short (503 from the proxy: its client was gone).
+    let refused: Vec<String> = d
+        .proxy
+        .proc
+        .events()
+        .into_iter()
+        .filter(|e| e["target"] == "access" && e["fields"]["status"].as_u64().unwrap_or(0) >= 423)
+        .filter(|e| !(e["fields"]["method"] == "PUT" && e["fields"]["status"] == 503))
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["fields"]["method"], e["fields"]["path"], e["fields"]["status"]
+            )
+        })
+        .collect();
+    assert!(refused.is_empty(), "answers: {refused:?}");
+    let stored = chunk_puts(&d.proxy, 201);
+    let unique: std::collections::BTreeSet<&String> = stored.iter().collect();
+    assert_eq!(
+        unique.len(),
+        stored.len(),
+        "a stored chunk was sent again: {stored:?}"
+    );
+    assert_eq!(
+        stored.len(),
+        150_000_000usize.div_ceil(CHUNK) + 25_000_000usize.div_ceil(CHUNK)
+    );
+    for (rel, sha1) in &want {
+        let got = content(
+            &a,
+            &format!(
+                "{ROOT}/nc/{}",
+                rel.replace(' ', "%20")
+                    .replace('#', "%23")
+                    .replace('+', "%2B")
+                    .replace('ü', "%C3%BC")
+            ),
+        )
+        .await?;
+        assert_eq!(&sha1_hex(&got), sha1, "{rel} on the server");
+    }
+    // Which instance stored which chunk: the data path `/chunk/{token}` in their logs.
+    let per_instance: Vec<usize> = d
+        .users
+        .iter()
+        .map(|s| {
+            s.proc
+                .events()
+                .iter()
+                .filter(|e| handled(e) && e["span"]["route"] == "/chunk/{token}")
+                .count()
+        })
+        .collect();
+    assert!(
+        per_instance.iter().all(|&n| n > 0),
+        "chunks landed on one instance only: {per_instance:?}"
+    );
+
+    // An unchanged run changes nothing; a fresh folder gets every file byte for byte.
+    let mut proc = Proc::spawn(sync(&local, &home, &[]))?;
+    let status = proc.wait_exit(Duration::from_secs(60)).await?;
+    anyhow::ensure!(status.success(), "nextcloudcmd: {status}");
+    let changes: Vec<String> = proc
+        .stderr()
+        .into_iter()
+        .filter(|l| l.contains("Discovered \"") && l.contains("CSYNC_INSTRUCTION_"))
+        .filter(|l| !l.contains("INSTRUCTION_NONE") && !l.contains("INSTRUCTION_UPDATE_METADATA"))
+        .collect();
+    assert_eq!(
+        changes,
+        Vec::<String>::new(),
+        "an unchanged run changed things"
+    );
+    let fresh = dir.join("nc-fresh");
+    let fresh_home = dir.join("nc-fresh-home");
+    std::fs::create_dir_all(&fresh)?;
+    std::fs::create_dir_all(&fresh_home)?;
+    let mut proc = Proc::spawn(sync(&fresh, &fresh_home, &[]))?;
+    let status = proc.wait_exit(Duration::from_secs(120)).await?;
+    anyhow::ensure!(status.success(), "nextcloudcmd: {status}");
+    assert_eq!(
+        local_files(&fresh)?,
+        want,
+        "the download into an empty folder"
+    );
+    eprintln!(
+        "nextcloudcmd through the split deployment: killed with {before} chunks stored, \
+         finished by the next run ({} chunks in all, each once), chunks per instance {:?}; \
+         all byte-identical up and down, in {:?}",
+        stored.len(),
+        per_instance,
+        started.elapsed()
     );
     Ok(())
 }

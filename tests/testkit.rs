@@ -1656,6 +1656,44 @@ impl Drop for InProcess {
     }
 }
 
+/// A command for an external client with a private HOME (neither the user's config nor their
+/// caches are read or written) and no proxy settings (loopback must not go through one).
+pub fn client_command(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"));
+    for var in [
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// nextcloudcmd (Debian's `nextcloud-desktop-cmd`) logging in as admin with `password`, home
+/// in `home`, with its debug log (the instructions each run decided) on stderr, one try per
+/// sync; `fixed_chunk`: chunks of that many bytes (else the client sizes them itself). The
+/// caller adds `--path /FOLDER LOCAL http://ADDR`.
+pub fn nextcloudcmd(home: &Path, password: &str, fixed_chunk: Option<usize>) -> Command {
+    let mut cmd = client_command("nextcloudcmd", home);
+    cmd.env("QT_QPA_PLATFORM", "offscreen");
+    if let Some(size) = fixed_chunk {
+        cmd.env("OWNCLOUD_CHUNK_SIZE", size.to_string())
+            .env("OWNCLOUD_TARGET_CHUNK_UPLOAD_DURATION", "0");
+    }
+    cmd.arg("--non-interactive")
+        .arg("--logdebug")
+        .args(["-u", "admin", "-p", password])
+        .args(["--max-sync-retries", "1"]);
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@
 //! on S3), and its bytes are hashed on the way, the SHA-1/MD5/Adler-32 state carried in the
 //! row from chunk to chunk. Assembling is then completing that blob and committing it: no byte
 //! is read or written again. One chunk at a time is placed: a writer claims the folder's tail
-//! (`placing`, with a deadline, so a killed writer's claim lapses), and a chunk that finds the
+//! (`place_claim`, with a deadline, so a killed writer's claim lapses), and a chunk that finds the
 //! tail claimed, or whose name sorts before the last placed one, is stored as an object of
 //! its own, like a TUS part. A folder with such a chunk (or a piece S3 cannot take as a part:
 //! under 5 MiB and not last) is assembled the slow way: its chunks streamed in order into a
@@ -111,6 +111,40 @@ struct Tail {
     placing: i64,
     hashed: u64,
     hash_state: Option<Vec<u8>>,
+}
+
+/// A folder's tail claimed by the chunk being written in place. Given back by
+/// [`TailClaim::release`], or on drop while still armed (the request's future dropped
+/// mid-body): then on the runtime, since drop cannot wait.
+struct TailClaim {
+    store: Store,
+    upload_id: String,
+    until: i64,
+    armed: bool,
+}
+
+impl TailClaim {
+    async fn release(mut self) {
+        self.armed = false;
+        self.store.release_tail(&self.upload_id, self.until).await;
+    }
+}
+
+impl Drop for TailClaim {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, id, until) = (
+            self.store.clone(),
+            std::mem::take(&mut self.upload_id),
+            self.until,
+        );
+        // Without a runtime (process teardown) the claim lapses at its deadline instead.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { store.release_tail(&id, until).await });
+        }
+    }
 }
 
 /// Natural order of chunk names, as PHP's `strnatcmp` (which Nextcloud assembles by): runs of
@@ -398,6 +432,14 @@ impl Store {
             Some(len) => self.claim_tail(&folder.id, name, len).await?,
             None => None,
         };
+        // Whatever ends this request (an error, or its future dropped when the client goes
+        // away mid-body), a tail it claimed and did not record is given back.
+        let mut held = claim.as_ref().map(|(_, until)| TailClaim {
+            store: self.clone(),
+            upload_id: folder.id.clone(),
+            until: *until,
+            armed: true,
+        });
         let (row, hash) = match claim {
             Some((tail, until)) => {
                 let len = length.unwrap_or(0);
@@ -419,7 +461,9 @@ impl Store {
                         (row, Some((tail, until, placed, small, hash)))
                     }
                     Err(e) => {
-                        self.release_tail(&folder.id, until).await;
+                        if let Some(claim) = held.take() {
+                            claim.release().await;
+                        }
                         return Err(e);
                     }
                 }
@@ -444,8 +488,8 @@ impl Store {
             if let Some((tail, until, placed, small, hash)) = &hash {
                 let moved = sqlx::query(
                     "UPDATE uploads SET tail = $1, tail_bytes = $2, tail_name = $3, \
-                     tail_small = $4, placing = 0, hashed = $5, hash_state = $6, touched = $7, \
-                     expires = $8 WHERE id = $9 AND placing = $10 AND tail = $11",
+                     tail_small = $4, place_claim = 0, hashed = $5, hash_state = $6, touched = $7, \
+                     expires = $8 WHERE id = $9 AND place_claim = $10 AND tail = $11",
                 )
                 .bind(db_size(tail.tail + placed)?)
                 .bind(db_size(tail.tail_bytes + row.size)?)
@@ -511,6 +555,10 @@ impl Store {
         .await;
         match w.finish(r).await {
             Ok(old_key) => {
+                if let Some(claim) = held.as_mut() {
+                    // Recorded: the update above gave the tail back with the chunk in it.
+                    claim.armed = false;
+                }
                 if let Some(k) = old_key.as_ref().filter(|k| !k.is_empty())
                     && let Err(e) = self.blobs().delete_at(&[Path::from(k.as_str())]).await
                 {
@@ -524,8 +572,8 @@ impl Store {
                 Ok((chunk, old_key.is_some()))
             }
             Err(e) => {
-                match &hash {
-                    Some((_, until, ..)) => self.release_tail(&folder.id, *until).await,
+                match held.take() {
+                    Some(claim) => claim.release().await,
                     None if !row.part_key.is_empty() => {
                         let _ = self.blobs().delete_at(&[Path::from(row.part_key)]).await;
                     }
@@ -552,7 +600,7 @@ impl Store {
         }
         let mut c = self.read_conn().await?;
         let row = sqlx::query(
-            "SELECT assembly, multipart, tail, tail_bytes, tail_name, tail_small, placing, \
+            "SELECT assembly, multipart, tail, tail_bytes, tail_name, tail_small, place_claim, \
              hashed, hash_state FROM uploads WHERE id = $1 AND label <> ''",
         )
         .bind(upload_id)
@@ -580,7 +628,7 @@ impl Store {
                 .saturating_mul(PLACING_PER_MIB_MS);
         let mut w = self.db().begin_write().await?;
         let r = sqlx::query(
-            "UPDATE uploads SET placing = $1 WHERE id = $2 AND placing = $3 AND tail = $4 \
+            "UPDATE uploads SET place_claim = $1 WHERE id = $2 AND place_claim = $3 AND tail = $4 \
              AND committing < $5",
         )
         .bind(until)
@@ -623,7 +671,7 @@ impl Store {
     /// Gives the tail back after a chunk that will not be recorded (only if still ours).
     async fn release_tail(&self, upload_id: &str, until: i64) {
         self.update_one_or_log(
-            "UPDATE uploads SET placing = 0 WHERE id = $1 AND placing = $2",
+            "UPDATE uploads SET place_claim = 0 WHERE id = $1 AND place_claim = $2",
             upload_id,
             Some(until),
             "releasing an upload folder's tail",
@@ -733,7 +781,7 @@ impl Store {
 
     /// Assembles upload folder `upload_id` onto file `name` in directory `parent_id` with the
     /// conditions of `opts` (`content_length`: the total the client announced), then removes
-    /// the folder. `Locked` while a chunk is being placed or another assembly runs;
+    /// the folder. `Locked` while another assembly runs;
     /// `LengthMismatch` if the chunks do not add up to the announced total;
     /// `ChecksumMismatch` if the file does not have `opts.expected_checksum`. On failure the
     /// folder stays; whether to remove it is the caller's choice.
@@ -745,7 +793,7 @@ impl Store {
         mut opts: PutOptions,
     ) -> Result<Node> {
         crate::names::validate_name(name)?;
-        let (tail, mut rows) = self.claim_assembly(upload_id).await?;
+        let (tail, mut rows, stolen) = self.claim_assembly(upload_id).await?;
         rows.sort_by(|a, b| natural_cmp(&a.name, &b.name));
         let total: u64 = rows.iter().map(|r| r.size).sum();
         let outcome = async {
@@ -758,7 +806,7 @@ impl Store {
                 });
             }
             opts.content_length = Some(total);
-            if self.in_place_complete(&tail, &rows, total) {
+            if !stolen && self.in_place_complete(&tail, &rows, total) {
                 self.assemble_in_place(upload_id, &tail, &rows, total, parent_id, name, opts)
                     .await
             } else {
@@ -781,13 +829,14 @@ impl Store {
         }
     }
 
-    /// Claims the folder for its assembly (no chunk being placed, no other assembly).
-    async fn claim_assembly(&self, upload_id: &str) -> Result<(Tail, Vec<ChunkRow>)> {
+    /// Claims the folder for its assembly (no other assembly runs), taking the tail from a
+    /// chunk still being placed (then `true`).
+    async fn claim_assembly(&self, upload_id: &str) -> Result<(Tail, Vec<ChunkRow>, bool)> {
         let now = now_ms();
         let mut w = self.db().begin_write().await?;
         let r = async {
             let row = sqlx::query(
-                "SELECT assembly, multipart, tail, tail_bytes, tail_name, tail_small, placing, \
+                "SELECT assembly, multipart, tail, tail_bytes, tail_name, tail_small, place_claim, \
                  hashed, hash_state, committing FROM uploads WHERE id = $1 AND label <> ''",
             )
             .bind(upload_id)
@@ -796,7 +845,7 @@ impl Store {
             .ok_or(StoreError::NotFound)?;
             let tail = tail_from_row(&row)?;
             let committing: i64 = row.try_get(9)?;
-            if tail.placing >= now || committing >= now {
+            if committing >= now {
                 return Err(StoreError::Locked);
             }
             let bytes = tail.tail_bytes;
@@ -804,22 +853,26 @@ impl Store {
                 + i64::try_from(bytes >> 20)
                     .unwrap_or(i64::MAX / 2)
                     .saturating_mul(ASSEMBLY_CLAIM_PER_MIB_MS);
-            sqlx::query("UPDATE uploads SET committing = $1 WHERE id = $2")
+            // A chunk still being placed is one the client gave up on (it sends the MOVE once
+            // every chunk is stored): its claim is taken away, so it can no longer be recorded,
+            // and since its writer may still write past the tail, the file is then assembled
+            // by copying the recorded chunks rather than from the assembly itself.
+            sqlx::query("UPDATE uploads SET committing = $1, place_claim = 0 WHERE id = $2")
                 .bind(now.saturating_add(hold))
                 .bind(upload_id)
                 .execute(w.conn())
                 .await?;
-            Ok(tail)
+            Ok((tail.placing >= now, tail))
         }
         .await;
-        let tail = w.finish(r).await?;
+        let (stolen, tail) = w.finish(r).await?;
         let rows = self
             .chunk_rows_timed(upload_id)
             .await?
             .into_iter()
             .map(|(r, _)| r)
             .collect();
-        Ok((tail, rows))
+        Ok((tail, rows, stolen))
     }
 
     async fn release_assembly(&self, upload_id: &str) {
@@ -1127,6 +1180,21 @@ mod tests {
         got.concat()
     }
 
+    /// The one value `sql` selects for upload `id`.
+    async fn cell<T>(store: &Store, sql: &'static str, id: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
+    {
+        let mut c = store.read_conn().await.unwrap();
+        sqlx::query(sql)
+            .bind(id)
+            .fetch_one(&mut *c)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap()
+    }
+
     async fn chunk_state(store: &Store, id: &str) -> (u64, u64) {
         let mut c = store.read_conn().await.unwrap();
         let row = sqlx::query("SELECT tail_bytes, hashed FROM uploads WHERE id = $1")
@@ -1166,16 +1234,8 @@ mod tests {
                 .unwrap();
             assert_eq!(listed.chunks.len(), 4);
             assert_eq!(listed.chunks[3].size, 123);
-            let assembly: String = {
-                let mut c = store.read_conn().await.unwrap();
-                sqlx::query("SELECT assembly FROM uploads WHERE id = $1")
-                    .bind(&f.id)
-                    .fetch_one(&mut *c)
-                    .await
-                    .unwrap()
-                    .try_get(0)
-                    .unwrap()
-            };
+            let assembly: String =
+                cell(&store, "SELECT assembly FROM uploads WHERE id = $1", &f.id).await;
             let node = store
                 .assemble_upload_folder(&f.id, &root, "big.bin", PutOptions::default())
                 .await
@@ -1348,6 +1408,34 @@ mod tests {
             read(&store, &node).await,
             [piece.as_slice(), b"tail"].concat()
         );
+
+        // A request dropped mid-body (its client went away) gives the tail back as well.
+        let f = store
+            .create_upload_folder("alice", "drop", None, FAR)
+            .await
+            .unwrap();
+        let stalled = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"abc"))])
+            .chain(futures::stream::pending());
+        let stalled_put = store.put_upload_chunk(&f, "1", Some(10), stalled, None, FAR);
+        let cut = tokio::time::timeout(std::time::Duration::from_millis(200), stalled_put).await;
+        assert!(cut.is_err(), "the stalled chunk finished");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let claim: i64 = cell(
+                &store,
+                "SELECT place_claim FROM uploads WHERE id = $1",
+                &f.id,
+            )
+            .await;
+            if claim == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the tail stayed claimed"
+            );
+            tokio::task::yield_now().await;
+        }
 
         let g = store
             .create_upload_folder("alice", "gone", None, FAR)

@@ -107,6 +107,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 "upload_folders",
                 include_str!("../migrations/sqlite/0025_upload_folders.sql"),
             ),
+            (
+                26,
+                "place_claim",
+                include_str!("../migrations/sqlite/0026_place_claim.sql"),
+            ),
         ],
         Dialect::Postgres => &[
             (

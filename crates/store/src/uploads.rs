@@ -485,7 +485,7 @@ impl Store {
                 let mut c = self.read_conn().await?;
                 sqlx::query(
                     "SELECT id FROM uploads WHERE expires <= $1 AND committing < $2 \
-                     AND placing < $2 LIMIT $3",
+                     AND place_claim < $2 LIMIT $3",
                 )
                 .bind(db_size(now_secs)?)
                 .bind(now_ms())

@@ -9,15 +9,16 @@ ALTER TABLE uploads ADD COLUMN checksum TEXT NOT NULL DEFAULT '';   -- 'sha1:HEX
 -- will have (local: at their offset in its file; S3: as parts of its multipart upload), so
 -- assembling them copies nothing. `assembly` is that blob's id, `multipart` the S3 upload id,
 -- `tail` the bytes (local) or parts (S3) placed so far and `tail_name` the last chunk placed.
--- One chunk at a time is written in place: `placing` (ms since the epoch) holds the tail until
--- then, so a concurrent chunk is stored as an object of its own instead.
+-- One chunk at a time is written in place: `place_claim` (ms since the epoch; `placing` in
+-- SQLite's 0025, renamed by its 0026, as PLACING is reserved here) holds the tail until then,
+-- so a concurrent chunk is stored as an object of its own instead.
 ALTER TABLE uploads ADD COLUMN assembly TEXT NOT NULL DEFAULT '';
 ALTER TABLE uploads ADD COLUMN multipart TEXT NOT NULL DEFAULT '';
 ALTER TABLE uploads ADD COLUMN tail BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE uploads ADD COLUMN tail_bytes BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE uploads ADD COLUMN tail_name TEXT NOT NULL DEFAULT '';
 ALTER TABLE uploads ADD COLUMN tail_small BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE uploads ADD COLUMN placing BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE uploads ADD COLUMN place_claim BIGINT NOT NULL DEFAULT 0;
 -- The SHA-1, MD5 and Adler-32 state over the first `hashed` bytes placed, carried from chunk
 -- to chunk (whichever instance stores the next one), so the checksums are ready at assembly.
 ALTER TABLE uploads ADD COLUMN hashed BIGINT NOT NULL DEFAULT 0;
