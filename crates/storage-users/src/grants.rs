@@ -121,19 +121,8 @@ pub(crate) fn blind(perm: &Perm) -> bool {
 /// Attempts at a free name before giving up (a folder with that many `name (n)` files).
 const MAX_FREE_NAME_TRIES: u32 = 1000;
 
-/// `name (n).ext` for `n` = 1 (the name itself), 2, 3…: as oCIS renames uploads into a file
-/// drop. The extension is what follows the last dot, unless that dot starts the name.
-fn numbered(name: &str, n: u32) -> String {
-    if n <= 1 {
-        return name.to_owned();
-    }
-    match name.rfind('.') {
-        Some(dot) if dot > 0 => format!("{} ({n}){}", &name[..dot], &name[dot..]),
-        _ => format!("{name} ({n})"),
-    }
-}
-
-/// The first name of `path`'s [`numbered`] series not taken in directory `parent_id`, and
+/// The first name of `path`'s [`arca_store::numbered_name`] series (as oCIS renames uploads
+/// into a file drop) not taken in directory `parent_id`, and
 /// the path it gives: (name, path).
 pub(crate) async fn free_name(
     store: &arca_store::Store,
@@ -142,7 +131,7 @@ pub(crate) async fn free_name(
 ) -> Result<(String, String), Status> {
     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
     for n in 2..=MAX_FREE_NAME_TRIES {
-        let candidate = numbered(name, n);
+        let candidate = arca_store::numbered_name(name, n);
         match store.child(parent_id, &candidate).await {
             Ok(_) => {}
             Err(arca_store::StoreError::NotFound) => {
@@ -243,11 +232,6 @@ mod tests {
 
     #[test]
     fn drop_uploads_get_numbered_names() {
-        assert_eq!(numbered("a.txt", 1), "a.txt");
-        assert_eq!(numbered("a.txt", 2), "a (2).txt");
-        assert_eq!(numbered("a.tar.gz", 3), "a.tar (3).gz");
-        assert_eq!(numbered(".bashrc", 2), ".bashrc (2)");
-        assert_eq!(numbered("README", 2), "README (2)");
         let drop_box = Access::Shared(vec![("/in".into(), CREATE)]);
         assert!(blind(&drop_box.at("/in/x").unwrap()));
         let editor = Access::Shared(vec![("/in".into(), 15)]);

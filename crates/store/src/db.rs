@@ -103,6 +103,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 include_str!("../migrations/sqlite/0012_uploads.sql"),
             ),
             (
+                20,
+                "undo",
+                include_str!("../migrations/sqlite/0020_undo.sql"),
+            ),
+            (
                 25,
                 "upload_folders",
                 include_str!("../migrations/sqlite/0025_upload_folders.sql"),
@@ -143,6 +148,11 @@ fn migrator(dialect: Dialect) -> Migrator {
                 12,
                 "uploads",
                 include_str!("../migrations/postgres/0012_uploads.sql"),
+            ),
+            (
+                20,
+                "undo",
+                include_str!("../migrations/postgres/0020_undo.sql"),
             ),
             (
                 25,
@@ -545,6 +555,13 @@ pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
         etag: row.try_get(7)?,
         created: from_ns(row.try_get(5)?),
     })
+}
+
+/// The first column of every row, as text: what a `… RETURNING id` or a list of ids gives.
+pub(crate) fn first_strings(rows: &[AnyRow]) -> Result<Vec<String>, StoreError> {
+    rows.iter()
+        .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
+        .collect()
 }
 
 /// Sizes are u64 in the API and BIGINT in the database.

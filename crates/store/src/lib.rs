@@ -56,9 +56,12 @@ pub use error::StoreError;
 pub use groups::Group;
 pub use locks::Lock;
 pub use model::{DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space, SpaceKind};
-pub use names::validate_name;
+pub use names::{numbered_name, validate_name};
 pub use shares::{ShareFilter, ShareRow};
-pub use store::{Download, Store, StoreConfig};
+pub use store::{
+    Conflict, Download, Expired, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage,
+    Store, StoreConfig, TrashItem, Version, VersionRetention, VersionRules,
+};
 pub use store::{SpaceDetails, SpaceUpdate};
 pub use uploads::{Appended, Upload, UploadPart};
 pub use users::User;

@@ -29,6 +29,19 @@ pub fn validate_name(name: &str) -> Result<(), StoreError> {
     })
 }
 
+/// `name (n).ext` for `n` ≥ 2 (`name` itself for 1): a free name beside a taken one, as oCIS
+/// and Nextcloud form them. The extension is what follows the last dot, unless that dot
+/// starts the name.
+pub fn numbered_name(name: &str, n: u32) -> String {
+    if n <= 1 {
+        return name.to_owned();
+    }
+    match name.rfind('.') {
+        Some(dot) if dot > 0 => format!("{} ({n}){}", &name[..dot], &name[dot..]),
+        _ => format!("{name} ({n})"),
+    }
+}
+
 /// Splits a space-relative path (`/a/b/c`, `a/b/`, `/`) into validated segments. Empty segments
 /// (leading, trailing or doubled slashes) are ignored; `.` and `..` are refused rather than
 /// interpreted, so a path can never climb out of the space.
@@ -62,6 +75,15 @@ mod tests {
         }
         // 255 bytes is the limit, not 255 characters.
         assert!(validate_name(&"é".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn numbered_names() {
+        assert_eq!(numbered_name("a.txt", 1), "a.txt");
+        assert_eq!(numbered_name("a.txt", 2), "a (2).txt");
+        assert_eq!(numbered_name("a.tar.gz", 3), "a.tar (3).gz");
+        assert_eq!(numbered_name(".bashrc", 2), ".bashrc (2)");
+        assert_eq!(numbered_name("README", 2), "README (2)");
     }
 
     #[test]

@@ -17,7 +17,9 @@ mod props;
 mod put;
 mod resolved;
 mod spaces;
+mod trash;
 mod tree;
+mod versions;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,6 +39,10 @@ use crate::{Result, StoreError};
 pub use put::Download;
 pub(crate) use put::Written;
 pub use spaces::{SpaceDetails, SpaceUpdate};
+pub use trash::{
+    Conflict, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage, TrashItem,
+};
+pub use versions::{Expired, Version, VersionRetention, VersionRules};
 
 /// How to open a [`Store`].
 ///
@@ -60,6 +66,14 @@ pub struct StoreConfig {
     /// the store is open, so a second process that opens it waits for the first to close it.
     /// Ignored for PostgreSQL, whose other clients may write at any time.
     pub sole_writer: bool,
+    /// Which overwritten contents are kept as versions; `None`: none (an overwrite releases
+    /// the old blob). See `versions`.
+    pub versions: Option<VersionRules>,
+    /// What a copy or move that replaces its target does with the target: into the trash
+    /// (`true`; a file replaced by a file becomes a version instead when `versions` keeps it),
+    /// or removed for good. Explicit removals choose themselves: [`Store::trash`] or
+    /// [`Store::delete`].
+    pub trash: bool,
 }
 
 impl StoreConfig {
@@ -103,6 +117,8 @@ impl StoreConfig {
             default_personal_quota: None,
             name: "store".to_owned(),
             sole_writer: false,
+            versions: None,
+            trash: false,
         }
     }
 }
@@ -125,6 +141,8 @@ struct Inner {
     /// Held while open when `resolved` is: the lock on the database file (see `sole_writer`).
     _lock: Option<std::fs::File>,
     default_personal_quota: Option<u64>,
+    versions: Option<std::sync::Arc<VersionRules>>,
+    trash: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -156,7 +174,8 @@ impl Store {
             .is_some()
             .then(|| resolved::Resolved::new(db.count_changes()));
         let db = Arc::new(db);
-        let committer = commit::Committer::spawn(Arc::clone(&db));
+        let versions = cfg.versions.clone().map(Arc::new);
+        let committer = commit::Committer::spawn(Arc::clone(&db), versions.clone());
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
@@ -166,6 +185,8 @@ impl Store {
                 _lock: lock,
                 blobs,
                 default_personal_quota: cfg.default_personal_quota,
+                versions,
+                trash: cfg.trash,
             }),
         })
     }
@@ -185,6 +206,11 @@ impl Store {
 
     pub(crate) fn blobs(&self) -> &BlobStore {
         &self.inner.blobs
+    }
+
+    /// The rules of versions, when this store keeps any.
+    pub fn version_rules(&self) -> Option<&VersionRules> {
+        self.inner.versions.as_deref()
     }
 
     pub(crate) async fn read_conn(&self) -> Result<crate::db::ReadConn> {
@@ -350,7 +376,8 @@ impl Store {
             lock_space(c, space_id).await?;
             sqlx::query(
                 "UPDATE blobs SET released = $2 WHERE id IN \
-                 (SELECT blob_id FROM nodes WHERE space_id = $1 AND blob_id IS NOT NULL)",
+                 (SELECT blob_id FROM nodes WHERE space_id = $1 AND blob_id IS NOT NULL) \
+                 OR id IN (SELECT blob_id FROM versions WHERE space_id = $1)",
             )
             .bind(space_id)
             .bind(crate::ids::now_ms())
@@ -563,31 +590,12 @@ impl Store {
         Ok(Some((space_from_row(&row)?, parent, child, locks > 0)))
     }
 
-    /// The space-relative path of a node (`/` for a root), for answering by id.
+    /// The space-relative path of a node (`/` for a root), for answering by id. A node in the
+    /// trash has none: `NotFound`, as for one that does not exist (whoever holds its id, a
+    /// share or a link, reaches nothing until it is restored).
     pub async fn path_of(&self, id: &str) -> Result<String> {
         let mut c = self.read_conn().await?;
-        let rows = sqlx::query(
-            "WITH RECURSIVE anc(id, parent_id, name, depth) AS ( \
-               SELECT id, parent_id, name, 0 FROM nodes WHERE id = $1 \
-               UNION ALL \
-               SELECT n.id, n.parent_id, n.name, anc.depth + 1 FROM nodes n JOIN anc ON n.id = anc.parent_id \
-             ) SELECT name FROM anc ORDER BY depth DESC",
-        )
-        .bind(id)
-        .fetch_all(&mut *c)
-        .await?;
-        if rows.is_empty() {
-            return Err(StoreError::NotFound);
-        }
-        let mut path = String::new();
-        for row in rows.iter().skip(1) {
-            path.push('/');
-            path.push_str(&row.try_get::<String, _>(0)?);
-        }
-        if path.is_empty() {
-            path.push('/');
-        }
-        Ok(path)
+        live_path(&mut c, id).await?.ok_or(StoreError::NotFound)
     }
 
     /// The space of a node (ids of nodes never change space: moves stay inside one).
@@ -1007,43 +1015,89 @@ pub(crate) async fn is_ancestor_or_self(
     Ok(row.is_some())
 }
 
-/// The blobs of a subtree marked released. The walk carries each node's blob id down from the
-/// index it reads the children with: joining the walk back to `nodes` for the blob ids let
-/// SQLite 3.51 drive that join from the partial index `nodes_blob` — every file of the database
-/// read to delete one folder, so a delete cost 0.14 ms in an empty store and 67 ms beside
-/// 30,000 files (MKCOL+DELETE churn 1,333 → 32 per second). `plans` checks the plan.
+/// The blobs of a subtree marked released: the nodes' contents and their versions'. The walk
+/// carries each node's blob id down from the index it reads the children with: joining the
+/// walk back to `nodes` for the blob ids let SQLite 3.51 drive that join from the partial index
+/// `nodes_blob` — every file of the database read to delete one folder, so a delete cost
+/// 0.14 ms in an empty store and 67 ms beside 30,000 files (MKCOL+DELETE churn 1,333 → 32 per
+/// second). The versions are found by node (`versions_node`). `plans` checks the plan.
 pub(crate) const RELEASE_SUBTREE_BLOBS: &str = "WITH RECURSIVE sub(sid, blob) AS ( \
        SELECT id, blob_id FROM nodes WHERE id = $1 \
        UNION ALL \
        SELECT n.id, n.blob_id FROM nodes n JOIN sub ON n.parent_id = sub.sid \
-     ) UPDATE blobs SET released = $2 WHERE id IN (SELECT blob FROM sub WHERE blob IS NOT NULL)";
+     ) UPDATE blobs SET released = $2 WHERE id IN (SELECT blob FROM sub WHERE blob IS NOT NULL) \
+     OR id IN (SELECT v.blob_id FROM versions v WHERE v.node_id IN (SELECT sid FROM sub)) \
+     RETURNING id";
 
-/// Deletes a node and its subtree (the foreign keys cascade to children and dead properties) and
-/// marks the blobs they pointed at as released, for the collector. Sizes and etags of the
-/// ancestors are the caller's to update.
-pub(crate) async fn remove_subtree(c: &mut AnyConnection, node: &Node) -> Result<()> {
+/// Deletes a node and its subtree (the foreign keys cascade to children, dead properties,
+/// versions and a trash row) and marks every blob they referenced as released, for the
+/// collector: the contents of the nodes and of their versions. Returns the released blob ids
+/// (a purge reclaims them at once, see `trash::reclaim`). Sizes and etags of the ancestors
+/// are the caller's to update.
+pub(crate) async fn remove_subtree(c: &mut AnyConnection, node: &Node) -> Result<Vec<String>> {
     let now = crate::ids::now_ms();
-    match node.kind {
+    let rows = match node.kind {
         NodeKind::File => {
-            sqlx::query("UPDATE blobs SET released = $2 WHERE id = $1")
-                .bind(node.blob_id.as_deref())
-                .bind(now)
-                .execute(&mut *c)
-                .await?;
+            sqlx::query(
+                "UPDATE blobs SET released = $2 WHERE id = $1 \
+                 OR id IN (SELECT blob_id FROM versions WHERE node_id = $3) RETURNING id",
+            )
+            .bind(node.blob_id.as_deref())
+            .bind(now)
+            .bind(&node.id)
+            .fetch_all(&mut *c)
+            .await?
         }
         NodeKind::Dir => {
             sqlx::query(RELEASE_SUBTREE_BLOBS)
                 .bind(&node.id)
                 .bind(now)
-                .execute(&mut *c)
-                .await?;
+                .fetch_all(&mut *c)
+                .await?
         }
-    }
+    };
     sqlx::query("DELETE FROM nodes WHERE id = $1")
         .bind(&node.id)
         .execute(&mut *c)
         .await?;
-    Ok(())
+    crate::db::first_strings(&rows)
+}
+
+/// The id of a space's trash root: the directory every trashed item of the space hangs from
+/// (see the `0020_undo` migration). It has no parent, like the space root, but is never
+/// reached by a path: paths start at the space root.
+pub(crate) fn trash_root_id(space_id: &str) -> String {
+    format!("{space_id}-trash")
+}
+
+/// The walk of [`live_path`]: `$1`'s chain of parents, the top first.
+pub(crate) const LIVE_PATH: &str = "WITH RECURSIVE anc(id, parent_id, name, depth, space_id) AS ( \
+       SELECT id, parent_id, name, 0, space_id FROM nodes WHERE id = $1 \
+       UNION ALL \
+       SELECT n.id, n.parent_id, n.name, anc.depth + 1, n.space_id \
+       FROM nodes n JOIN anc ON n.id = anc.parent_id \
+     ) SELECT id, name, space_id FROM anc ORDER BY depth DESC";
+
+/// The space-relative path of a node (`/` for a space root) if it is live; `None` when it is
+/// in the trash (its chain of parents ends at the trash root) or does not exist.
+pub(crate) async fn live_path(c: &mut AnyConnection, id: &str) -> Result<Option<String>> {
+    let rows = sqlx::query(LIVE_PATH).bind(id).fetch_all(&mut *c).await?;
+    let Some(top) = rows.first() else {
+        return Ok(None);
+    };
+    // The space root's id is the space id; the trash root's is not.
+    if top.try_get::<String, _>(0)? != top.try_get::<String, _>(2)? {
+        return Ok(None);
+    }
+    let mut path = String::new();
+    for row in rows.iter().skip(1) {
+        path.push('/');
+        path.push_str(&row.try_get::<String, _>(1)?);
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    Ok(Some(path))
 }
 
 /// The walk of [`subtree`]. Each level's columns come from the index lookup that found it:

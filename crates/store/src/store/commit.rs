@@ -33,6 +33,7 @@ use sqlx::{Any, AnyConnection, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::put::{Written, check_target};
+use super::versions::{Version, VersionRules, insert_versions, version_of};
 use super::{lock_space, propagate};
 use crate::db::{Db, db_size, node_cols, node_from_row};
 use crate::ids::{from_ns, new_id, now_ms, now_ns, to_ns};
@@ -166,7 +167,8 @@ fn stopped() -> StoreError {
 impl Committer {
     /// Starts the writer task on the current runtime. The queue needs no bound of its own:
     /// every job in it is awaited by the request that queued it.
-    pub(crate) fn spawn(db: Arc<Db>) -> Self {
+    /// `versions`: which overwritten contents the puts keep as versions (see `versions`).
+    pub(crate) fn spawn(db: Arc<Db>, versions: Option<Arc<VersionRules>>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut jobs = Vec::with_capacity(MAX_BATCH);
@@ -180,14 +182,14 @@ impl Committer {
                     let rest = batch.split_off(at + 1);
                     if let Some(Job::Forget { reserved, reply }) = batch.pop() {
                         if !batch.is_empty() {
-                            run(&db, &mut conn, batch).await;
+                            run(&db, versions.as_deref(), &mut conn, batch).await;
                         }
                         let _ = reply.send(forget(&db, &reserved).await);
                     }
                     batch = rest;
                 }
                 if !batch.is_empty() {
-                    run(&db, &mut conn, batch).await;
+                    run(&db, versions.as_deref(), &mut conn, batch).await;
                 }
                 if rx.is_empty() {
                     conn = None;
@@ -271,9 +273,9 @@ struct Applied {
 type Held = Option<PoolConnection<Any>>;
 
 /// Applies `jobs`, retrying each alone when the batch as a whole fails, and answers every job.
-async fn run(db: &Db, conn: &mut Held, jobs: Vec<Job>) {
+async fn run(db: &Db, versions: Option<&VersionRules>, conn: &mut Held, jobs: Vec<Job>) {
     let single = jobs.len() == 1;
-    let attempted = attempt(db, conn, &jobs).await;
+    let attempted = attempt(db, versions, conn, &jobs).await;
     if attempted.is_err() {
         // Whatever failed, the next transaction starts on a fresh connection.
         *conn = None;
@@ -302,7 +304,7 @@ async fn run(db: &Db, conn: &mut Held, jobs: Vec<Job>) {
             tracing::debug!(error = %e, jobs = jobs.len(), "batch failed, retrying its jobs alone");
             for job in jobs {
                 // Boxed: the retry of a single job never recurses further.
-                Box::pin(run(db, conn, vec![job])).await;
+                Box::pin(run(db, versions, conn, vec![job])).await;
             }
         }
     }
@@ -369,6 +371,7 @@ enum Failure {
 /// none of its own (see `WriteTx::commit_here`).
 async fn attempt(
     db: &Db,
+    versions: Option<&VersionRules>,
     conn: &mut Held,
     jobs: &[Job],
 ) -> std::result::Result<Vec<Option<Outcome>>, Failure> {
@@ -377,7 +380,7 @@ async fn attempt(
         None => conn.insert(db.writer_conn().await.map_err(Failure::Before)?),
     };
     let mut w = db.begin_write_on(c).await.map_err(Failure::Before)?;
-    match apply(w.conn(), jobs).await {
+    match apply(w.conn(), versions, jobs).await {
         Ok(outcomes) => match w.commit_here().await {
             Ok(()) => Ok(outcomes),
             Err(e) => Err(Failure::Commit(e)),
@@ -394,7 +397,11 @@ struct SpaceState {
     pending: i64,
 }
 
-async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome>>> {
+async fn apply(
+    c: &mut AnyConnection,
+    versions: Option<&VersionRules>,
+    jobs: &[Job],
+) -> Result<Vec<Option<Outcome>>> {
     let records: Vec<&str> = jobs
         .iter()
         .flat_map(|j| match j {
@@ -457,6 +464,8 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
     let mut inserts: Vec<Node> = Vec::new();
     let mut updates: Vec<Node> = Vec::new();
     let mut released: Vec<String> = Vec::new();
+    // Overwritten contents kept as versions instead of released.
+    let mut kept: Vec<Version> = Vec::new();
     let mut unclaim: Vec<&str> = Vec::new();
     // Parent → (size delta, an entry was created in it), in first-seen order.
     let mut parents: Vec<(&str, i64, bool)> = Vec::new();
@@ -506,7 +515,14 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
         };
         let (node, created) = match existing {
             Some(old) => {
-                if let Some(b) = &old.blob_id {
+                // The content replaced stays as a version, by reference, when the rules take
+                // it; an acknowledged put's content is kept even when it was replaced in the
+                // same batch.
+                if versions.is_some_and(|r| r.keeps(&put.name, old.size))
+                    && let Some(v) = version_of(old, now)
+                {
+                    kept.push(v);
+                } else if let Some(b) = &old.blob_id {
                     released.push(b.clone());
                 }
                 // Overwriting content keeps the id and creation time and adds no entry.
@@ -577,6 +593,9 @@ async fn apply(c: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Option<Outcome
         .execute(&mut *c)
         .await?;
     }
+    if !kept.is_empty() {
+        insert_versions(c, &kept).await?;
+    }
     if !released.is_empty() {
         let sql = format!(
             "UPDATE blobs SET released = $1 WHERE id IN ({})",
@@ -623,7 +642,7 @@ async fn forget(db: &Db, reserved: &Reserved) -> Result<()> {
 }
 
 /// `$first, $first+1, …` for `n` values.
-fn placeholders(first: usize, n: usize) -> String {
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for i in 0..n {
@@ -655,9 +674,7 @@ async fn claim_uploads(c: &mut AnyConnection, puts: &[&PutCommit]) -> Result<Vec
             .bind(db_size(p.written.size)?);
     }
     let rows = q.fetch_all(&mut *c).await?;
-    rows.iter()
-        .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
-        .collect()
+    crate::db::first_strings(&rows)
 }
 
 /// [`lookup`]'s statement for `parents` directories and `names` (parent, name) pairs.

@@ -2,8 +2,13 @@
 //!
 //! Two kinds of blob are garbage: uploads that never committed (a failed put that could not clean
 //! up, a cancelled request, a killed process — their `blobs` row is still "uploading"), and
-//! committed blobs that no node points at any more (overwritten, deleted; copies share blobs, so
+//! committed blobs that nothing refers to any more (overwritten, deleted; copies share blobs, so
 //! "released" only marks a candidate and the reference check decides).
+//!
+//! The rule every change to how contents are referenced must keep: a blob is referenced by the
+//! current content of a node (live or in the trash: trashed nodes are nodes) and by file
+//! versions (`versions.blob_id`), and the reference check counts both. Both references are also
+//! foreign keys, so a check that forgot one would fail its batch rather than delete data.
 //!
 //! Order of work: the row is deleted first, the object after. Deleting the row is the claim — a
 //! late commit of the same upload then fails instead of pointing at a deleted blob, and the
@@ -11,8 +16,6 @@
 //! two steps can leak one object, never lose data.
 
 use std::time::Duration;
-
-use sqlx::Row;
 
 use super::Store;
 use crate::ids::now_ms;
@@ -60,7 +63,8 @@ impl Store {
                     "DELETE FROM blobs WHERE id IN ( \
                        SELECT b.id FROM blobs b WHERE b.state = 1 AND b.released IS NOT NULL \
                        AND b.released <= $1 \
-                       AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_id = b.id) LIMIT $2 \
+                       AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_id = b.id) \
+                       AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.blob_id = b.id) LIMIT $2 \
                      ) RETURNING id",
                     cutoff,
                 )
@@ -76,7 +80,8 @@ impl Store {
         let mut w = self.db().begin_write().await?;
         let r = sqlx::query(
             "UPDATE blobs SET released = NULL WHERE released IS NOT NULL AND released <= $1 \
-             AND EXISTS (SELECT 1 FROM nodes n WHERE n.blob_id = blobs.id)",
+             AND (EXISTS (SELECT 1 FROM nodes n WHERE n.blob_id = blobs.id) \
+               OR EXISTS (SELECT 1 FROM versions v WHERE v.blob_id = blobs.id))",
         )
         .bind(cutoff)
         .execute(w.conn())
@@ -99,11 +104,7 @@ impl Store {
             .fetch_all(w.conn())
             .await
             .map_err(StoreError::from)
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
-                    .collect::<Result<Vec<_>>>()
-            });
+            .and_then(|rows| crate::db::first_strings(&rows));
         w.finish(r).await
     }
 

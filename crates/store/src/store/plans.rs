@@ -8,8 +8,10 @@ use sqlx::Row as _;
 use super::*;
 
 /// The tables of the store: a `SCAN` of any of them is a walk over all of its rows.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 9] = [
     "nodes",
+    "versions",
+    "trash",
     "blobs",
     "spaces",
     "props",
@@ -63,6 +65,8 @@ async fn hot_statements_read_only_what_they_name() {
         (PROPAGATE.into(), 5),
         (ANCESTOR_OR_SELF.into(), 2),
         (RELEASE_SUBTREE_BLOBS.into(), 2),
+        (LIVE_PATH.into(), 1),
+        (trash::TRASH_INSERT.into(), 7),
         (SUBTREE.into(), 1),
         (PARENT_AND_CHILD.into(), 2),
         (LIST_PACKED.into(), 2),

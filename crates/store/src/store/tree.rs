@@ -5,6 +5,8 @@ use std::collections::HashMap;
 
 use sqlx::AnyConnection;
 
+use super::trash::trash_tx;
+use super::versions::{Content, VersionRules, replace_content};
 use super::{
     Store, check_quota, get_node, is_ancestor_or_self, lock_space, parent_and_child, propagate,
     remove_subtree, subtree,
@@ -37,7 +39,8 @@ impl Store {
 
     /// Moves and/or renames a node inside its space. The id (and the node's own etag) stay; both
     /// the old and the new ancestor chains get new etags and corrected sizes. With `overwrite`
-    /// an existing target is deleted first, otherwise it is `AlreadyExists`.
+    /// an existing target is replaced, otherwise it is `AlreadyExists`; see
+    /// [`move_node_as`](Self::move_node_as) for what becomes of it.
     pub async fn move_node(
         &self,
         id: &str,
@@ -45,8 +48,27 @@ impl Store {
         new_name: &str,
         overwrite: bool,
     ) -> Result<Node> {
+        self.move_node_as(id, new_parent_id, new_name, overwrite, "")
+            .await
+    }
+
+    /// [`move_node`](Self::move_node) by `actor`. A replaced target goes to the trash when the
+    /// store keeps removed items ([`StoreConfig::trash`](crate::StoreConfig)), removed by
+    /// `actor` — except a file replaced by a file whose content the version rules keep: that
+    /// is an overwrite, so the target keeps its id, shares and history, takes the moved file's
+    /// content, properties and versions, and its previous content becomes a version (the
+    /// moved node itself is gone; the answer is the target). Without trash it is removed.
+    pub async fn move_node_as(
+        &self,
+        id: &str,
+        new_parent_id: &str,
+        new_name: &str,
+        overwrite: bool,
+        actor: &str,
+    ) -> Result<Node> {
         validate_name(new_name)?;
         let node = self.stat(id).await?;
+        let undo = self.undo(actor);
         let mut w = self.db().begin_write().await?;
         let r = move_tx(
             w.conn(),
@@ -55,9 +77,19 @@ impl Store {
             new_parent_id,
             new_name,
             overwrite,
+            &undo,
         )
         .await;
         w.finish(r).await
+    }
+
+    /// What removals by `actor` keep, by this store's configuration.
+    fn undo<'a>(&'a self, actor: &'a str) -> Undo<'a> {
+        Undo {
+            trash: self.inner.trash,
+            versions: self.inner.versions.as_deref(),
+            actor,
+        }
     }
 
     /// Copies a node to `new_parent_id/new_name`, possibly in another space. Copies get new ids
@@ -72,7 +104,24 @@ impl Store {
         overwrite: bool,
         depth_infinity: bool,
     ) -> Result<Node> {
+        self.copy_node_as(id, new_parent_id, new_name, overwrite, depth_infinity, "")
+            .await
+    }
+
+    /// [`copy_node`](Self::copy_node) by `actor`; a replaced target is kept as
+    /// [`move_node_as`](Self::move_node_as) keeps one (a file copied onto a file overwrites it
+    /// in place, its previous content becoming a version).
+    pub async fn copy_node_as(
+        &self,
+        id: &str,
+        new_parent_id: &str,
+        new_name: &str,
+        overwrite: bool,
+        depth_infinity: bool,
+        actor: &str,
+    ) -> Result<Node> {
         validate_name(new_name)?;
+        let undo = self.undo(actor);
         let src = self.stat(id).await?;
         let dest_space = self.space_of(new_parent_id).await.map_err(missing_parent)?;
         let mut w = self.db().begin_write().await?;
@@ -85,10 +134,59 @@ impl Store {
             new_name,
             overwrite,
             depth_infinity,
+            &undo,
         )
         .await;
         w.finish(r).await
     }
+}
+
+/// What a copy or move does with a target it replaces (see [`Store::move_node_as`]).
+struct Undo<'a> {
+    trash: bool,
+    versions: Option<&'a VersionRules>,
+    actor: &'a str,
+}
+
+impl Undo<'_> {
+    /// Whether replacing `dest` (named `name`) with `src` is an overwrite kept as a version.
+    fn versions_overwrite(&self, src: &Node, dest: &Node, name: &str) -> bool {
+        self.trash
+            && !src.is_dir()
+            && !dest.is_dir()
+            && self.versions.is_some_and(|r| r.keeps(name, dest.size))
+    }
+}
+
+/// Makes file `dest` take `src`'s content and dead properties in place (its previous content
+/// becoming a version); with `take_history`, `src`'s versions too.
+async fn overwrite_file(
+    c: &mut AnyConnection,
+    src: &Node,
+    dest: &Node,
+    take_history: bool,
+) -> Result<Node> {
+    let node = replace_content(c, dest, &Content::of_node(src)?, true).await?;
+    if take_history {
+        sqlx::query("UPDATE versions SET node_id = $2 WHERE node_id = $1")
+            .bind(&src.id)
+            .bind(&dest.id)
+            .execute(&mut *c)
+            .await?;
+    }
+    sqlx::query("DELETE FROM props WHERE node_id = $1")
+        .bind(&dest.id)
+        .execute(&mut *c)
+        .await?;
+    sqlx::query(
+        "INSERT INTO props (node_id, ns, name, value) \
+         SELECT $1, ns, name, value FROM props WHERE node_id = $2",
+    )
+    .bind(&dest.id)
+    .bind(&src.id)
+    .execute(&mut *c)
+    .await?;
+    Ok(node)
 }
 
 fn missing_parent(e: StoreError) -> StoreError {
@@ -113,6 +211,18 @@ async fn mkdir_tx(
     if existing.is_some() {
         return Err(StoreError::AlreadyExists);
     }
+    let id = insert_dir(c, space_id, parent_id, name).await?;
+    get_node(c, &id).await?.ok_or(StoreError::NotFound)
+}
+
+/// Inserts directory `name` into `parent_id` and propagates; the caller holds the space lock
+/// and has checked the parent. Returns the new id.
+pub(crate) async fn insert_dir(
+    c: &mut AnyConnection,
+    space_id: &str,
+    parent_id: &str,
+    name: &str,
+) -> Result<String> {
     let now = now_ns();
     let etag = new_id();
     let id = new_id();
@@ -134,7 +244,7 @@ async fn mkdir_tx(
         e => e,
     })?;
     propagate(c, parent_id, &etag, 0, Some(now)).await?;
-    get_node(c, &id).await?.ok_or(StoreError::NotFound)
+    Ok(id)
 }
 
 async fn delete_tx(c: &mut AnyConnection, space_id: &str, id: &str) -> Result<()> {
@@ -161,6 +271,7 @@ async fn move_tx(
     new_parent_id: &str,
     new_name: &str,
     overwrite: bool,
+    undo: &Undo<'_>,
 ) -> Result<Node> {
     lock_space(c, space_id).await?;
     let node = get_node(c, id).await?.ok_or(StoreError::NotFound)?;
@@ -193,8 +304,30 @@ async fn move_tx(
                 "cannot overwrite an ancestor of the source",
             ));
         }
-        remove_subtree(c, &dest).await?;
-        propagate(c, &parent.id, &etag, -db_size(dest.size)?, None).await?;
+        if undo.versions_overwrite(&node, &dest, new_name) {
+            let moved = overwrite_file(c, &node, &dest, true).await?;
+            // The source's content lives on in the target: its node goes without releasing
+            // the blob.
+            sqlx::query("DELETE FROM nodes WHERE id = $1")
+                .bind(&node.id)
+                .execute(&mut *c)
+                .await?;
+            propagate(
+                c,
+                &old_parent_id,
+                &etag,
+                -db_size(node.size)?,
+                Some(now_ns()),
+            )
+            .await?;
+            return get_node(c, &moved.id).await?.ok_or(StoreError::NotFound);
+        }
+        if undo.trash {
+            trash_tx(c, space_id, &dest.id, undo.actor).await?;
+        } else {
+            remove_subtree(c, &dest).await?;
+            propagate(c, &parent.id, &etag, -db_size(dest.size)?, None).await?;
+        }
     }
     sqlx::query("UPDATE nodes SET parent_id = $2, name = $3 WHERE id = $1")
         .bind(id)
@@ -220,6 +353,7 @@ async fn copy_tx(
     new_name: &str,
     overwrite: bool,
     depth_infinity: bool,
+    undo: &Undo<'_>,
 ) -> Result<Node> {
     // Two spaces are locked in id order so two opposite cross-space copies cannot deadlock.
     let (first, second) = if src_space <= dest_space {
@@ -258,8 +392,23 @@ async fn copy_tx(
                 "cannot overwrite an ancestor of the source",
             ));
         }
-        remove_subtree(c, &dest).await?;
-        removed = db_size(dest.size)?;
+        if undo.versions_overwrite(&src, &dest, new_name) {
+            check_quota(
+                c,
+                dest_space,
+                quota,
+                db_size(src.size)? - db_size(dest.size)?,
+            )
+            .await?;
+            return overwrite_file(c, &src, &dest, false).await;
+        }
+        if undo.trash {
+            // The trash takes it out of the space's size at once.
+            trash_tx(c, dest_space, &dest.id, undo.actor).await?;
+        } else {
+            remove_subtree(c, &dest).await?;
+            removed = db_size(dest.size)?;
+        }
     }
 
     let whole = !src.is_dir() || depth_infinity;

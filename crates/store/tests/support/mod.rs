@@ -55,6 +55,35 @@ impl Ctx {
         Self::open_in(tmp, url, blobs, Some(bucket), false).await
     }
 
+    /// A store as storage-users opens one for `undo` tests: trash on, versions kept by
+    /// `versions` (on a fresh SQLite file when `url` is `None`, else that database; blobs in
+    /// `bucket` if given, else in a directory).
+    pub async fn undo(
+        url: Option<&str>,
+        bucket: Option<s3::Bucket>,
+        versions: arca_store::VersionRules,
+    ) -> Ctx {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let db_url = url.map_or_else(|| sqlite_url(&tmp), str::to_owned);
+        let blobs = match &bucket {
+            Some(b) => BlobConfig::S3(b.options.clone()),
+            None => BlobConfig::Local(tmp.path().join("blobs")),
+        };
+        Self::open_with(tmp, db_url, blobs, bucket, |cfg| {
+            cfg.trash = true;
+            cfg.versions = Some(versions);
+        })
+        .await
+    }
+
+    /// The blob directory of a local store.
+    pub fn blob_dir(&self) -> Option<&Path> {
+        match &self.blobs {
+            BlobConfig::Local(dir) => Some(dir),
+            _ => None,
+        }
+    }
+
     async fn open_in(
         tmp: tempfile::TempDir,
         db_url: String,
@@ -62,8 +91,21 @@ impl Ctx {
         bucket: Option<s3::Bucket>,
         sole_writer: bool,
     ) -> Ctx {
+        Self::open_with(tmp, db_url, blobs, bucket, |cfg| {
+            cfg.sole_writer = sole_writer
+        })
+        .await
+    }
+
+    async fn open_with(
+        tmp: tempfile::TempDir,
+        db_url: String,
+        blobs: BlobConfig,
+        bucket: Option<s3::Bucket>,
+        configure: impl FnOnce(&mut StoreConfig),
+    ) -> Ctx {
         let mut cfg = StoreConfig::with_blobs(db_url.clone(), blobs.clone());
-        cfg.sole_writer = sole_writer;
+        configure(&mut cfg);
         let store = Store::open(cfg)
             .await
             .unwrap_or_else(|e| panic!("open store on {db_url}: {e}"));
@@ -101,6 +143,23 @@ impl Ctx {
         out.into_iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect()
+    }
+
+    /// Bytes the blob store holds: the objects in the bucket, or the files in the directory.
+    pub async fn stored_bytes(&self) -> u64 {
+        if let Some(bucket) = &self.bucket {
+            return bucket.bytes().await;
+        }
+        let Some(dir) = self.blob_dir() else {
+            return 0;
+        };
+        let mut files = Vec::new();
+        walk(dir, &mut files);
+        files
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
     }
 
     pub async fn put(&self, parent: &str, name: &str, data: &[u8]) -> Result<Node, StoreError> {

@@ -215,6 +215,16 @@ impl Bucket {
             .expect("list bucket")
     }
 
+    /// Bytes of every object in the bucket.
+    pub async fn bytes(&self) -> u64 {
+        self.client
+            .list(None)
+            .map_ok(|meta| meta.size)
+            .try_fold(0u64, |sum, size| async move { Ok(sum + size) })
+            .await
+            .expect("list bucket")
+    }
+
     pub async fn head(&self, key: &str) -> ObjectMeta {
         self.client
             .head(&Path::from(key))
