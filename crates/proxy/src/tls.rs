@@ -24,5 +24,6 @@ pub fn edge_options(config: &arca_config::Config) -> Result<ServeOptions, String
         header_timeout: Some(proxy.limits.header_timeout),
         idle_timeout: Some(proxy.limits.idle_timeout),
         max_header_bytes: usize::try_from(proxy.limits.max_header_bytes).ok(),
+        public: true,
     })
 }

@@ -12,6 +12,7 @@
 //! [`NatsRegistry`] and [`DnsRegistry`], and
 //! [`context`] for what travels with every call (trace context, identity, request id).
 
+mod body;
 mod channel;
 pub mod context;
 mod endpoint;
@@ -22,7 +23,7 @@ pub mod registry;
 mod server;
 pub mod tls;
 
-pub use channel::{Channel, Clients, RetryPolicy};
+pub use channel::{CallFailure, Channel, Clients, RetryPolicy, UNAVAILABLE_RETRY_AFTER_SECS};
 pub use endpoint::{Endpoint, EndpointError, is_host_port};
 pub use hub::MemHub;
 pub use listener::{BindError, Listener, bind};
@@ -35,3 +36,16 @@ pub use tls::ServeOptions;
 
 /// The error type every transport-level service returns; tonic and axum both accept it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An error with its sources, `: `-joined: hyper's message with the h2 reason under it
+/// ("http2 error" alone says nothing).
+pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}

@@ -26,6 +26,23 @@ use crate::tls::{IdleTimeout, ServeOptions};
 pub(crate) const H2_STREAM_WINDOW: u32 = 4 << 20;
 pub(crate) const H2_CONN_WINDOW: u32 = 16 << 20;
 
+/// The largest request or answer head an internal hop takes (h2's default is 16 KiB): at least
+/// what the proxy lets a client send (`proxy.limits.max_header_bytes`), so a head the edge
+/// accepted never fails a hop behind it.
+pub(crate) const INTERNAL_MAX_HEADER_LIST: u32 = 1 << 20;
+
+/// Concurrent streams one internal connection carries (hyper's default is 200). Callers keep
+/// one connection per endpoint, so this bounds the requests in flight from one process to
+/// another: 200 slow downloads would queue every other request behind them.
+const INTERNAL_MAX_STREAMS: u32 = 1 << 16;
+
+/// Streams a client may reset before the server has accepted them (h2's default is 20, then
+/// GOAWAY ENHANCE_YOUR_CALM "too_many_resets"). The guard is for rapid-reset floods from the
+/// internet; on an internal endpoint the client is our own proxy or service, which resets a
+/// stream whenever its own client's upload breaks, and a crowd of those killed the
+/// connection with every request on it.
+const INTERNAL_PENDING_RESETS: usize = 1 << 16;
+
 /// Serves `router` on `listener` until `shutdown` is cancelled, then stops accepting and waits
 /// for every in-flight request (including response bodies still streaming) to finish.
 ///
@@ -119,6 +136,19 @@ async fn accept_loop(
         .http2()
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONN_WINDOW);
+    if !options.public {
+        // Internal endpoints: no cap of h2's that normal traffic between our own services can
+        // reach (the public edge keeps h2's guards against abusive clients).
+        builder
+            .http2()
+            .max_concurrent_streams(INTERNAL_MAX_STREAMS)
+            .max_pending_accept_reset_streams(INTERNAL_PENDING_RESETS)
+            // Frames arriving for streams the server already reset and forgot (the rest of a
+            // body it answered early) are each a "local error reset", 1,024 of them per
+            // connection lifetime by default before GOAWAY: off, as on the client side.
+            .max_local_error_reset_streams(None)
+            .max_header_list_size(INTERNAL_MAX_HEADER_LIST);
+    }
     edge_builder(&mut builder, &options);
     let graceful = GracefulShutdown::new();
     loop {
@@ -215,7 +245,7 @@ fn serve_edge<S>(
                 let service = peer_service(&router, peer);
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                 if let Err(e) = watcher.watch(conn.into_owned()).await {
-                    tracing::debug!(error = %e, "connection ended with an error");
+                    tracing::debug!(error = %crate::describe(&*e), "connection ended with an error");
                 }
             });
         }
@@ -236,7 +266,7 @@ fn serve_connection<S>(
     let conn = graceful.watch(conn.into_owned());
     tokio::spawn(async move {
         if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "connection ended with an error");
+            tracing::debug!(error = %crate::describe(&*e), "connection ended with an error");
         }
     });
 }
@@ -268,7 +298,8 @@ fn peer_service(
     TowerToHyperService::new(service)
 }
 
-/// A response whose length is declared ends with its last byte: [`EndAtLength`].
+/// A response whose length is declared ends with its last byte ([`EndAtLength`]), and no
+/// response sends empty data frames ([`crate::body::NonEmpty`]).
 fn ends_with_last_byte(resp: axum::response::Response) -> axum::response::Response {
     let declared = resp
         .headers()
@@ -276,10 +307,13 @@ fn ends_with_last_byte(resp: axum::response::Response) -> axum::response::Respon
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     match declared {
-        Some(remaining) if !http_body::Body::is_end_stream(resp.body()) => {
-            resp.map(|inner| Body::new(EndAtLength { inner, remaining }))
-        }
-        _ => resp,
+        Some(remaining) if !http_body::Body::is_end_stream(resp.body()) => resp.map(|inner| {
+            Body::new(EndAtLength {
+                inner: crate::body::non_empty(inner),
+                remaining,
+            })
+        }),
+        _ => resp.map(crate::body::non_empty),
     }
 }
 

@@ -30,6 +30,10 @@ pub struct ServeOptions {
     /// Caps what the HTTP layers buffer for one request head, as a backstop: the exact
     /// `431` rule lives with the proxy, which applies it to HTTP/1.1 and h2 alike.
     pub max_header_bytes: Option<usize>,
+    /// Clients from the internet: h2's guards against abusive clients (reset floods, header
+    /// and stream limits) keep their defaults. Internal endpoints (`false`) lift every cap our
+    /// own services' traffic could reach.
+    pub public: bool,
 }
 
 /// Why a certificate or key file cannot be served; names the file and which one it is.
