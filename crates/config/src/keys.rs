@@ -110,6 +110,12 @@ pub(crate) const KEYS: &[Key] = &[
         "Deadline for a clean stop; services still running after it are aborted.",
     ),
     key(
+        "transport.retry.max_buffered_body",
+        Text("1MiB"),
+        Some("ARCA_TRANSPORT_RETRY_MAX_BUFFERED_BODY"),
+        "Request bodies up to this size (an idempotent PUT's) are kept until the answer, so the request can go again on another instance if one fails; larger ones stream through once. 0 keeps none.",
+    ),
+    key(
         "registry.kind",
         Text("memory"),
         None,

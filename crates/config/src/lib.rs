@@ -42,6 +42,7 @@ pub struct Config {
     pub tracing: TracingConfig,
     pub debug: DebugConfig,
     pub shutdown: ShutdownConfig,
+    pub transport: TransportConfig,
     pub registry: RegistryConfig,
     pub events: EventsConfig,
     pub identity: IdentityConfig,
@@ -119,6 +120,14 @@ pub struct ShutdownConfig {
     pub drain_delay: Duration,
     /// Always greater than zero.
     pub timeout: Duration,
+}
+
+/// How calls between services behave (`transport.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// `transport.retry.max_buffered_body`: request bodies kept whole for a retry, in bytes
+    /// (0: none).
+    pub max_buffered_body: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -251,6 +251,13 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
             timeout,
         })
     })?;
+    let transport = root.section("transport", |t| {
+        t.section("retry", |t| {
+            Ok(crate::TransportConfig {
+                max_buffered_body: t.field("max_buffered_body").optional_size()?.unwrap_or(0),
+            })
+        })
+    })?;
     let registry = root.section("registry", |t| {
         Ok(RegistryConfig {
             kind: t
@@ -362,6 +369,7 @@ fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
         tracing,
         debug,
         shutdown,
+        transport,
         registry,
         events,
         identity,
@@ -1902,6 +1910,24 @@ storage-system:
             "storage-users: {blobs: {kind: local, s3: {bucket: \"\"}}}",
         );
         assert_eq!(config.unwrap().storage_users.blobs, BlobsConfig::Local);
+    }
+
+    #[test]
+    fn the_retry_buffer_is_a_size_and_0_keeps_none() {
+        let defaults = yaml("a.yaml", "").unwrap();
+        assert_eq!(defaults.transport.max_buffered_body, 1 << 20);
+        let config = yaml("a.yaml", "transport: {retry: {max_buffered_body: 4MiB}}").unwrap();
+        assert_eq!(config.transport.max_buffered_body, 4 << 20);
+        let config = env(&[("ARCA_TRANSPORT_RETRY_MAX_BUFFERED_BODY", "0")]).unwrap();
+        assert_eq!(config.transport.max_buffered_body, 0);
+        assert_eq!(
+            yaml_err("transport: {retry: {max_buffered_body: lots}}"),
+            "transport.retry.max_buffered_body: \"lots\" is not a size like 10GiB, 500MB or 1048576 (whole bytes) (config/arca.yaml)"
+        );
+        assert_eq!(
+            yaml_err("transport: {retry: {buffer: 1}}"),
+            "transport.retry.buffer: unknown key (config/arca.yaml)"
+        );
     }
 
     #[test]

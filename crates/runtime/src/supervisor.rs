@@ -155,7 +155,12 @@ impl Supervisor {
         let clients = Clients::new(
             self.hub.clone(),
             self.registry.clone(),
-            RetryPolicy::default(),
+            RetryPolicy {
+                max_buffered_body: usize::try_from(self.config.transport.max_buffered_body)
+                    .unwrap_or(usize::MAX),
+                idempotent_calls: arca_proto::IDEMPOTENT_CALLS,
+                ..RetryPolicy::default()
+            },
         );
         let (exit_tx, mut exit_rx) =
             mpsc::unbounded_channel::<(&'static str, Result<(), String>)>();
