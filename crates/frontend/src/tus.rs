@@ -265,10 +265,15 @@ async fn to_provider(
         .await
         .map(|r| r.map(Body::new))
         .map_err(|e| {
-            error(
-                StatusCode::BAD_GATEWAY,
-                format_args!("storage data path: {e}"),
-            )
+            let (status, message) = crate::webdav::transfer_failure(&e);
+            let mut resp = error(status, message);
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                resp.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),
+                );
+            }
+            resp
         })
 }
 

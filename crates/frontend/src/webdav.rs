@@ -64,18 +64,15 @@ impl Dav {
         StorageClient::new(self.gateway.clone())
     }
 
-    /// One request on a provider's data path; an unreachable provider is 502.
+    /// One request on a provider's data path; see [`transfer_failure`] for its failures.
     pub(crate) async fn transfer(
         &self,
         provider: &str,
         req: http::Request<Body>,
     ) -> Result<http::Response<Body>, Response> {
         self.data(provider).oneshot(req).await.map_err(|e| {
-            dav_error(
-                StatusCode::BAD_GATEWAY,
-                &format!("storage data path: {e}"),
-                None,
-            )
+            let (status, message) = transfer_failure(&e);
+            dav_error(status, message, None)
         })
     }
 
@@ -159,7 +156,7 @@ pub(crate) fn dav_error(
         _ => "Sabre\\DAV\\Exception",
     };
     let body = dav::error_body(exception, message, condition);
-    (
+    let mut resp = (
         status,
         [(
             header::CONTENT_TYPE,
@@ -167,16 +164,49 @@ pub(crate) fn dav_error(
         )],
         body,
     )
-        .into_response()
+        .into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),
+        );
+    }
+    resp
 }
 
 /// A gRPC failure as the HTTP answer its kind maps to (one mapping, in arca-proto).
 pub(crate) fn grpc_error(status: tonic::Status) -> Response {
     let kind = ErrorKind::of(&status);
-    if kind == ErrorKind::Internal {
-        tracing::error!(error = %status.message(), "storage call failed");
+    match kind {
+        ErrorKind::Internal => tracing::error!(error = %status.message(), "storage call failed"),
+        // Which instance could not be reached is for the log, not for the client.
+        ErrorKind::Unavailable => {
+            tracing::warn!(error = %status.message(), "storage call failed");
+            return dav_error(kind.http_status(), UNAVAILABLE, None);
+        }
+        _ => {}
     }
     dav_error(kind.http_status(), status.message(), None)
+}
+
+/// What a client hears when no instance could take its request (with `Retry-After`).
+const UNAVAILABLE: &str = "storage temporarily unavailable, retry later";
+
+/// A failed call on a provider's data path as the client's answer: its own upload broke off
+/// (it hung up, or sent less than its Content-Length) is 400; anything else is 503 with
+/// `Retry-After` — the request could not go again (too large to keep, or not provably
+/// unprocessed) and may succeed later; never 502, which clients take for a broken server.
+pub(crate) fn transfer_failure(e: &arca_transport::BoxError) -> (StatusCode, &'static str) {
+    match Channel::failure(e) {
+        arca_transport::CallFailure::CallerBody(why) => {
+            tracing::debug!(error = %why, "the client's upload broke off");
+            (StatusCode::BAD_REQUEST, "request body incomplete")
+        }
+        arca_transport::CallFailure::Unavailable(why) => {
+            tracing::warn!(error = %why, "storage data path failed");
+            (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE)
+        }
+    }
 }
 
 async fn handle(State(dav): State<Arc<Dav>>, Caller(who): Caller, req: Request) -> Response {

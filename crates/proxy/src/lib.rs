@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
 use arca_transport::context::{IDENTITY_HEADER, REQUEST_ID_HEADER};
-use arca_transport::{Channel, Endpoint};
+use arca_transport::{CallFailure, Channel, Endpoint};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -316,7 +316,12 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
             Err(auth::AuthError::Unavailable(why)) => {
                 tracing::warn!(error = %why, "cannot verify credentials");
                 let body = "authentication unavailable, retry later\n";
-                return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+                let mut resp = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),
+                );
+                return resp;
             }
         }
     }
@@ -357,18 +362,32 @@ fn challenge(headers: &HeaderMap) -> Response {
     response
 }
 
+/// Forwards `req`. A request the frontend could not take is 503 with `Retry-After` (sync
+/// clients retry those), never 502; one whose own body broke off (its client hung up, or sent
+/// less than its Content-Length) is the client's fault, 400. Which instance failed and how is
+/// for the log, not for the client.
 async fn send(frontend: &Channel, req: Request) -> Response {
     match frontend.clone().oneshot(req).await {
         Ok(resp) => resp.map(Body::new),
-        Err(e) => {
-            let message = match e.downcast_ref::<tonic::Status>() {
-                Some(status) => status.message().to_owned(),
-                None => e.to_string(),
-            };
-            tracing::warn!(error = %message, "frontend unreachable");
-            let body = format!("frontend unavailable: {message}\n");
-            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-        }
+        Err(e) => match Channel::failure(&e) {
+            CallFailure::CallerBody(why) => {
+                tracing::debug!(error = %why, "a client's request body broke off");
+                (StatusCode::BAD_REQUEST, "request body incomplete\n").into_response()
+            }
+            CallFailure::Unavailable(why) => {
+                tracing::warn!(error = %why, "frontend unreachable");
+                let mut resp = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "service unavailable, retry later\n",
+                )
+                    .into_response();
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),
+                );
+                resp
+            }
+        },
     }
 }
 
