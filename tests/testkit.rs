@@ -6,6 +6,13 @@
 //! line), [`Server`] (a `Proc` with its debug and public addresses) and [`Launch`] to build one.
 //! Free functions: [`arca_bin`], [`free_port`], [`get`] and [`eventually`].
 //! Servers a test needs beside arca: [`Nats`], [`Postgres`] and [`Moto`] (S3).
+//! The sync-client load of the soak test and benchmark: [`soak`]; the example deployments as
+//! processes, restarted as a rolling update or a crash would: [`layouts`].
+
+#[path = "kit/layouts.rs"]
+pub mod layouts;
+#[path = "kit/soak.rs"]
+pub mod soak;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
@@ -25,15 +32,20 @@ use serde_json::Value;
 /// How often [`eventually`] looks again; cheap requests against loopback.
 const POLL: Duration = Duration::from_millis(10);
 
-/// `target/debug/arca`, next to this test executable's `deps/` directory.
+/// `target/debug/arca`, next to this test executable's `deps/` directory (or, for a binary
+/// such as arca-bench in `target/release`, next to the executable itself).
 pub fn arca_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("path of the running test executable");
     // target/debug/deps/foundation-1234 → target/debug/arca
+    let beside = exe.parent().map(|d| d.join("arca"));
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("test executable lives in target/<profile>/deps");
-    let bin = dir.join("arca");
+    let bin = match beside {
+        Some(b) if b.is_file() && b != exe => b,
+        _ => dir.join("arca"),
+    };
     assert!(
         bin.is_file(),
         "{} not found: run `cargo build --workspace --bins` first (`make test` does)",
@@ -1352,8 +1364,20 @@ impl ExampleSet {
         file: &str,
         extra: &[(&'static str, String)],
     ) -> anyhow::Result<Launch> {
+        self.launch_in("grouped-nats", dir, file, extra)
+    }
+
+    /// [`launch`](Self::launch) of config/LAYOUT/FILE.
+    pub fn launch_in(
+        &self,
+        layout: &str,
+        dir: &TempDir,
+        file: &str,
+        extra: &[(&'static str, String)],
+    ) -> anyhow::Result<Launch> {
         let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../config/grouped-nats")
+            .join("../config")
+            .join(layout)
             .join(file);
         let mut text = std::fs::read_to_string(&example)
             .with_context(|| format!("read {}", example.display()))?;
@@ -1370,7 +1394,7 @@ impl ExampleSet {
         let strays: Vec<&str> = text
             .lines()
             .filter(|l| !l.trim_start().starts_with('#') && !l.contains("addr:"))
-            .filter(|l| l.contains("127.0.0.1:"))
+            .filter(|l| l.contains("127.0.0.1:") || l.contains("unix:///tmp/arca/"))
             .filter(|l| {
                 !self
                     .swaps

@@ -1,0 +1,411 @@
+//! The example deployments run for real, with what they need beside arca, and the ways a
+//! deployment's processes come and go: [`NatsLayout`] (config/grouped-nats: proxy; frontend +
+//! gateway + sharing; storage-system; two storage-users on one PostgreSQL and one S3 bucket;
+//! nats-server) and [`UnixLayout`] (config/grouped-unix: one pod's four processes over Unix
+//! sockets). The soak test and `arca-bench soak` drive the same code.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::{ExampleSet, Moto, Nats, Postgres, Server, TempDir, free_addr, get, metric_total};
+
+/// Readiness of any one process.
+const READY: Duration = Duration::from_secs(60);
+/// A SIGTERMed process drains (1 s in the examples) and stops well within this.
+const EXIT: Duration = Duration::from_secs(30);
+/// The log level of soak processes: warnings and the lifecycle, not a line per request (the
+/// test keeps every line in memory, and a debug build writing them costs the load CPU).
+pub const SOAK_LOG_LEVEL: &str = "info,access=off";
+
+/// [`SOAK_LOG_LEVEL`], or the log filter in `ARCA_SOAK_LOG` (e.g.
+/// `info,access=off,arca_transport=debug` to see every connection that ends with an error).
+pub fn soak_log_level() -> String {
+    std::env::var("ARCA_SOAK_LOG").unwrap_or_else(|_| SOAK_LOG_LEVEL.to_owned())
+}
+/// `admin:scale-pass` as HTTP Basic: the examples' admin (see [`crate::EXAMPLE_PASSWORD`]).
+pub const EXAMPLE_BASIC: &str = "Basic YWRtaW46c2NhbGUtcGFzcw==";
+
+/// The endpoints of config/grouped-nats, each swapped for a free port of this run.
+const NATS_ENDPOINTS: [&str; 5] = [
+    "tcp://127.0.0.1:9140", // frontend
+    "tcp://127.0.0.1:9141", // storage-users
+    "tcp://127.0.0.1:9142", // storage-system
+    "tcp://127.0.0.1:9143", // storage-users-2
+    "tcp://127.0.0.1:9144", // sharing
+];
+
+/// config/grouped-nats as real processes. Every process lives in its own directory, which
+/// a restart keeps (same config file, data dir and endpoint).
+pub struct NatsLayout {
+    set: ExampleSet,
+    dirs: Vec<TempDir>,
+    pub system: Server,
+    /// storage-users.yaml and storage-users-2.yaml.
+    pub users: [Server; 2],
+    pub front: Server,
+    pub proxy: Server,
+    /// Processes stopped and replaced, kept for their logs.
+    retired: Vec<(&'static str, Server)>,
+    pub nats: Nats,
+    /// Dropped after every process that uses them.
+    _pg: Postgres,
+    _s3: Moto,
+    _dir: TempDir,
+}
+
+impl NatsLayout {
+    /// NATS, PostgreSQL and S3, then the five processes, all ready.
+    pub async fn start(log_level: &str) -> anyhow::Result<Self> {
+        let dir = TempDir::new();
+        let (nats, pg, s3) = tokio::try_join!(
+            Nats::start(&dir),
+            Postgres::start(&dir),
+            Moto::start(&["arca-blobs"])
+        )?;
+        let mut swaps = vec![
+            ("nats://127.0.0.1:4222", nats.url()),
+            (
+                "postgres://arca:example-only@127.0.0.1:5432/arca",
+                pg.url.clone(),
+            ),
+            ("http://127.0.0.1:9000", s3.endpoint.clone()),
+        ];
+        for e in NATS_ENDPOINTS {
+            swaps.push((e, format!("tcp://{}", free_addr())));
+        }
+        let set = ExampleSet { swaps };
+        let dirs: Vec<TempDir> = (0..5).map(|_| TempDir::new()).collect();
+        let launch = |i: usize, file: &str| -> anyhow::Result<Server> {
+            set.launch(&dirs[i], file, &[])?
+                .env("ARCA_LOG_LEVEL", log_level)
+                .spawn()
+        };
+        let mut system = launch(0, "storage-system.yaml")?;
+        // Together, as a deployment's pods start: both migrate the empty database at once.
+        let mut users = [
+            launch(1, "storage-users.yaml")?,
+            launch(2, "storage-users-2.yaml")?,
+        ];
+        let mut front = launch(3, "frontend.yaml")?;
+        let mut proxy = launch(4, "proxy.yaml")?;
+        system.wait_ready(READY).await?;
+        for u in &mut users {
+            u.wait_ready(READY).await?;
+        }
+        front.wait_ready(READY).await?;
+        proxy.wait_ready(READY).await?;
+        Ok(Self {
+            set,
+            dirs,
+            system,
+            users,
+            front,
+            proxy,
+            retired: Vec::new(),
+            nats,
+            _pg: pg,
+            _s3: s3,
+            _dir: dir,
+        })
+    }
+
+    /// The public address clients use.
+    pub fn public(&self) -> &str {
+        &self.proxy.public
+    }
+
+    fn users_file(i: usize) -> &'static str {
+        if i == 0 {
+            "storage-users.yaml"
+        } else {
+            "storage-users-2.yaml"
+        }
+    }
+
+    /// Sends `signal` to storage-users `i` and waits for it to exit (a SIGTERM must end in a
+    /// clean exit); how long that took.
+    pub async fn stop_users(&mut self, i: usize, signal: i32) -> anyhow::Result<Duration> {
+        let at = Instant::now();
+        let u = &mut self.users[i];
+        u.proc.signal(signal);
+        let status = u.proc.wait_exit(EXIT).await?;
+        if signal == libc::SIGTERM {
+            anyhow::ensure!(
+                status.code() == Some(0),
+                "storage-users {i} exited {status} after SIGTERM:\n{}",
+                u.proc.stderr_tail(20)
+            );
+        }
+        Ok(at.elapsed())
+    }
+
+    /// Starts storage-users `i` again (same file, directory and endpoint) and waits until it
+    /// is ready.
+    pub async fn start_users(&mut self, i: usize, log_level: &str) -> anyhow::Result<()> {
+        let mut server = self
+            .set
+            .launch(&self.dirs[1 + i], Self::users_file(i), &[])?
+            .env("ARCA_LOG_LEVEL", log_level)
+            .spawn()?;
+        server.wait_ready(READY).await?;
+        let old = std::mem::replace(&mut self.users[i], server);
+        self.retired.push((
+            ["storage-users-1 (before)", "storage-users-2 (before)"][i],
+            old,
+        ));
+        Ok(())
+    }
+
+    /// Starts a second frontend group on endpoints of its own; once it is ready SIGTERMs the
+    /// first and waits for its clean exit. The new group is [`front`](Self::front) after.
+    pub async fn replace_frontend(&mut self, log_level: &str) -> anyhow::Result<()> {
+        let dir = TempDir::new();
+        let next = self
+            .set
+            .launch(
+                &dir,
+                "frontend.yaml",
+                &[
+                    (NATS_ENDPOINTS[0], format!("tcp://{}", free_addr())),
+                    (NATS_ENDPOINTS[4], format!("tcp://{}", free_addr())),
+                ],
+            )?
+            .env("ARCA_LOG_LEVEL", log_level)
+            .spawn()?;
+        let old = hand_over(&mut self.front, next).await?;
+        self.dirs.push(dir);
+        self.retired.push(("frontend (before)", old));
+        Ok(())
+    }
+
+    /// Stops nats-server; [`start_nats`](Self::start_nats) brings it back with its state.
+    pub async fn stop_nats(&mut self) -> anyhow::Result<()> {
+        self.nats.stop().await
+    }
+
+    pub async fn start_nats(&mut self) -> anyhow::Result<()> {
+        let (port, store) = (self.nats.port, self.nats.store.clone());
+        self.nats = Nats::start_on(port, store)
+            .await
+            .context("nats-server again")?;
+        Ok(())
+    }
+
+    /// Waits until storage-users `i` serves requests of the load or of `path` reads (a
+    /// PROPFIND through the proxy now and then): the frontend knows it again.
+    pub async fn until_serving(
+        &self,
+        i: usize,
+        path: &str,
+        authorization: &str,
+    ) -> anyhow::Result<()> {
+        let before = handled(&self.users[i], "storage-users").await?;
+        let auth = [("authorization", authorization), ("depth", "0")];
+        crate::eventually(
+            Duration::from_secs(20),
+            "storage-users serving again",
+            || async {
+                crate::send(self.public(), "PROPFIND", path, &auth, "").await?;
+                let now = handled(&self.users[i], "storage-users").await?;
+                Ok((now > before).then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// Every arca process, for logs and metrics.
+    pub fn servers(&self) -> Vec<(&'static str, &Server)> {
+        let mut all = vec![
+            ("proxy", &self.proxy),
+            ("frontend", &self.front),
+            ("storage-users-1", &self.users[0]),
+            ("storage-users-2", &self.users[1]),
+            ("storage-system", &self.system),
+        ];
+        all.extend(self.retired.iter().map(|(n, s)| (*n, s)));
+        all
+    }
+}
+
+/// config/grouped-unix as real processes: the pod's four processes over Unix sockets in a
+/// directory of the run's own, with the proxy listing a second frontend socket so that a
+/// frontend group can be replaced (started on the other socket, then the first SIGTERMed).
+pub struct UnixLayout {
+    set: ExampleSet,
+    pub system: Server,
+    pub users: Server,
+    pub front: Server,
+    /// Which of the two frontend sockets the running group serves.
+    front_socket: usize,
+    pub proxy: Server,
+    dirs: Vec<TempDir>,
+    _sockets: TempDir,
+}
+
+impl UnixLayout {
+    pub async fn start(log_level: &str) -> anyhow::Result<Self> {
+        let sockets = TempDir::new();
+        let dir = sockets.path().display().to_string();
+        let set = ExampleSet {
+            swaps: vec![
+                // The proxy lists both frontend sockets: the second is where a replacement
+                // group starts.
+                (
+                    r#"frontend: ["unix:///tmp/arca/frontend.sock"]"#,
+                    format!(
+                        r#"frontend: ["unix://{dir}/frontend.sock", "unix://{dir}/frontend-2.sock"]"#
+                    ),
+                ),
+                ("/tmp/arca/", format!("{dir}/")),
+            ],
+        };
+        let dirs: Vec<TempDir> = (0..4).map(|_| TempDir::new()).collect();
+        let launch = |i: usize, file: &str| -> anyhow::Result<Server> {
+            set.launch_in("grouped-unix", &dirs[i], file, &[])?
+                .env("ARCA_LOG_LEVEL", log_level)
+                .spawn()
+        };
+        let mut system = launch(0, "storage-system.yaml")?;
+        let mut users = launch(1, "storage-users.yaml")?;
+        let mut front = launch(2, "frontend.yaml")?;
+        let mut proxy = launch(3, "proxy.yaml")?;
+        for s in [&mut system, &mut users, &mut front, &mut proxy] {
+            s.wait_ready(READY).await?;
+        }
+        Ok(Self {
+            set,
+            system,
+            users,
+            front,
+            front_socket: 0,
+            proxy,
+            dirs,
+            _sockets: sockets,
+        })
+    }
+
+    pub fn public(&self) -> &str {
+        &self.proxy.public
+    }
+
+    /// Starts a frontend group on the other socket; once it is ready SIGTERMs the running one
+    /// and waits for its clean exit.
+    pub async fn replace_frontend(&mut self, log_level: &str) -> anyhow::Result<()> {
+        let dir = TempDir::new();
+        let sockets = ["frontend.sock", "frontend-2.sock"];
+        let next_socket = 1 - self.front_socket;
+        let extra = [(
+            r#"endpoint: "unix:///tmp/arca/frontend.sock""#,
+            format!(r#"endpoint: "unix:///tmp/arca/{}""#, sockets[next_socket]),
+        )];
+        let next = self
+            .set
+            .launch_in("grouped-unix", &dir, "frontend.yaml", &extra)?
+            .env("ARCA_LOG_LEVEL", log_level)
+            .spawn()?;
+        hand_over(&mut self.front, next).await?;
+        self.front_socket = next_socket;
+        self.dirs.push(dir);
+        Ok(())
+    }
+
+    pub fn servers(&self) -> Vec<(&'static str, &Server)> {
+        vec![
+            ("proxy", &self.proxy),
+            ("frontend", &self.front),
+            ("storage-users", &self.users),
+            ("storage-system", &self.system),
+        ]
+    }
+}
+
+/// A rolling replacement: once `next` is ready it takes `current`'s place, and the one it
+/// replaced is SIGTERMed and must exit cleanly; it is returned (for its logs).
+async fn hand_over(current: &mut Server, mut next: Server) -> anyhow::Result<Server> {
+    next.wait_ready(READY).await?;
+    let mut old = std::mem::replace(current, next);
+    old.proc.sigterm();
+    let status = old.proc.wait_exit(EXIT).await?;
+    anyhow::ensure!(
+        status.code() == Some(0),
+        "the replaced process exited {status}:\n{}",
+        old.proc.stderr_tail(20)
+    );
+    Ok(old)
+}
+
+/// The requests `server` has handled so far for `service` (its `arca_requests_total`).
+pub async fn handled(server: &Server, service: &str) -> anyhow::Result<f64> {
+    let text = get(&server.debug, "/metrics", &[]).await?.text();
+    Ok(metric_total(
+        &text,
+        "arca_requests_total",
+        &[("service", service)],
+    ))
+}
+
+/// The calls `server` counted in `arca_transport_failed_calls_total`, by outcome.
+pub async fn failed_calls(server: &Server) -> anyhow::Result<Vec<(String, f64)>> {
+    let text = get(&server.debug, "/metrics", &[]).await?.text();
+    let mut by_outcome: std::collections::BTreeMap<String, f64> = Default::default();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("arca_transport_failed_calls_total{"))
+    {
+        let outcome = line
+            .split("outcome=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?");
+        let n: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0.0);
+        *by_outcome.entry(outcome.to_owned()).or_default() += n;
+    }
+    Ok(by_outcome.into_iter().collect())
+}
+
+/// The warnings and errors each of `servers` logged (at most `n` per process, the last ones),
+/// for a failure message: what the processes saw while requests failed.
+pub fn problems(servers: &[(&'static str, &Server)], n: usize) -> String {
+    let mut out = String::new();
+    for (name, s) in servers {
+        let lines: Vec<String> = s
+            .proc
+            .events()
+            .into_iter()
+            .filter(|e| {
+                e["level"] == "WARN"
+                    || e["level"] == "ERROR"
+                    || e["target"].as_str().is_some_and(|t| {
+                        t.starts_with("arca_transport::channel")
+                            || t.starts_with("arca_transport::server")
+                    })
+            })
+            .map(|e| {
+                let mut fields = e["fields"].clone();
+                let message = fields["message"].take();
+                format!(
+                    "{} {} {} {}",
+                    e["timestamp"].as_str().unwrap_or(""),
+                    e["level"].as_str().unwrap_or(""),
+                    message.as_str().unwrap_or(""),
+                    fields
+                )
+            })
+            .collect();
+        if lines.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("{name} ({} warnings and errors):\n", lines.len()));
+        for l in &lines[lines.len().saturating_sub(n)..] {
+            out.push_str("  ");
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
