@@ -14,8 +14,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use arca_tests::layouts::{EXAMPLE_BASIC, NatsLayout, failed_calls, problems, soak_log_level};
-use arca_tests::soak::{Faults, Report, Soak, SoakConfig};
+use arca_tests::layouts::{
+    EXAMPLE_BASIC, NatsLayout, UnixLayout, failed_calls, problems, soak_log_level,
+};
+use arca_tests::soak::{Faults, Idle, Report, Soak, SoakConfig};
 use arca_tests::{eventually, get, metric_total, pattern, send};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -50,8 +52,40 @@ fn check(report: &Report, read: usize, wrong: &[String], logs: &str) {
     );
 }
 
+/// The soaks share two cores: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Misbehaving clients beside the load for one phase: what they did, and that no answer to
+/// them blamed the server.
+async fn faulty_phase(soak: &Soak, public: &str) -> anyhow::Result<()> {
+    soak.phase("faulty clients");
+    let at = Instant::now();
+    let faults = Faults::start(public, EXAMPLE_BASIC, "soak", 1000);
+    hold(at).await;
+    let (faulty, blamed) = faults.stop().await?;
+    eprintln!(
+        "faulty clients: {faulty} misbehaving requests, {} answered as the server's fault: {:?}",
+        blamed.len(),
+        &blamed[..blamed.len().min(3)]
+    );
+    anyhow::ensure!(blamed.is_empty(), "misbehaving clients got 5xx answers");
+    Ok(())
+}
+
+/// How many internal calls each process saw fail at least once, by outcome.
+async fn show_failed_calls(servers: &[(&'static str, &arca_tests::Server)]) {
+    for (name, server) in servers {
+        if let Ok(outcomes) = failed_calls(server).await
+            && !outcomes.is_empty()
+        {
+            eprintln!("{name}: internal calls that failed at least once: {outcomes:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grouped_nats_through_every_restart_kind_fails_no_request() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let log = soak_log_level();
     let mut d = NatsLayout::start(&log).await?;
     let soak = Soak::start(d.public(), EXAMPLE_BASIC, &SoakConfig::default(), "steady").await?;
@@ -85,33 +119,60 @@ async fn grouped_nats_through_every_restart_kind_fails_no_request() -> anyhow::R
     d.start_nats().await?;
     hold(at).await;
 
-    soak.phase("faulty clients");
-    let at = Instant::now();
-    let faults = Faults::start(d.public(), EXAMPLE_BASIC, "soak", 1000);
-    hold(at).await;
-    let (faulty, blamed) = faults.stop().await?;
-    eprintln!(
-        "faulty clients: {faulty} misbehaving requests, {} answered as the server's fault: {:?}",
-        blamed.len(),
-        &blamed[..blamed.len().min(3)]
-    );
+    let faults = faulty_phase(&soak, d.public()).await;
 
     let (report, verifier) = soak.stop().await?;
     let (read, wrong) = verifier.verify().await?;
-    for (name, server) in d.servers() {
-        if let Ok(outcomes) = failed_calls(server).await
-            && !outcomes.is_empty()
-        {
-            eprintln!("{name}: internal calls that failed at least once: {outcomes:?}");
-        }
-    }
+    show_failed_calls(&d.servers()).await;
     check(&report, read, &wrong, &problems(&d.servers(), 40));
-    assert!(blamed.is_empty(), "misbehaving clients got 5xx answers");
+    faults?;
 
     // With the load stopped, the two breaks it can only hit by chance, made to happen.
     let log = soak_log_level();
     a_big_put_cut_off_by_a_dying_instance_is_503_and_keeps_the_old_content(&mut d, &log).await?;
     a_download_cut_off_by_a_dying_instance_continues_from_the_other(&mut d, &log).await?;
+    Ok(())
+}
+
+/// The pod layout over Unix sockets: the load, 200 idle keep-alive clients of the proxy, and
+/// a frontend group replaced under both (started on the other socket the proxy lists, then
+/// the first SIGTERMed); every idle client then sends a request on the connection it kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_unix_with_200_idle_clients_and_a_frontend_group_replaced_fails_no_request()
+-> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let log = soak_log_level();
+    let mut d = UnixLayout::start(&log).await?;
+    let soak = Soak::start(d.public(), EXAMPLE_BASIC, &SoakConfig::default(), "steady").await?;
+    let at = Instant::now();
+    let some_file = format!("{SOAK_ROOT}/c0/f0.bin");
+    let mut idle = Idle::open(d.public(), EXAMPLE_BASIC, &some_file, 200).await?;
+    hold(at).await;
+
+    soak.phase("frontend group replaced, 200 idle clients");
+    let at = Instant::now();
+    d.replace_frontend(&log).await?;
+    let reused = idle.use_all().await;
+    hold(at).await;
+    soak.phase("frontend group replaced again");
+    let at = Instant::now();
+    d.replace_frontend(&log).await?;
+    let reused_again = idle.use_all().await;
+    hold(at).await;
+
+    let faults = faulty_phase(&soak, d.public()).await;
+    let (report, verifier) = soak.stop().await?;
+    let (read, wrong) = verifier.verify().await?;
+    show_failed_calls(&d.servers()).await;
+    check(&report, read, &wrong, &problems(&d.servers(), 40));
+    faults?;
+    for reused in [reused?, reused_again?] {
+        eprintln!("idle clients: {reused} of 200 answered on the connection they kept");
+        anyhow::ensure!(
+            reused == 200,
+            "idle clients lost their connections: {reused} of 200 kept"
+        );
+    }
     Ok(())
 }
 

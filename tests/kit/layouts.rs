@@ -229,8 +229,9 @@ impl NatsLayout {
 }
 
 /// config/grouped-unix as real processes: the pod's four processes over Unix sockets in a
-/// directory of the run's own, with the proxy listing a second frontend socket so that a
-/// frontend group can be replaced (started on the other socket, then the first SIGTERMed).
+/// directory of the run's own, with the proxy listing a second frontend socket (and the
+/// callers of sharing a second sharing socket) so that a frontend group can be replaced:
+/// started on the other sockets, then the first SIGTERMed.
 pub struct UnixLayout {
     set: ExampleSet,
     pub system: Server,
@@ -255,6 +256,13 @@ impl UnixLayout {
                     r#"frontend: ["unix:///tmp/arca/frontend.sock"]"#,
                     format!(
                         r#"frontend: ["unix://{dir}/frontend.sock", "unix://{dir}/frontend-2.sock"]"#
+                    ),
+                ),
+                // ... and whoever calls sharing lists both sockets it may be on.
+                (
+                    r#"sharing: ["unix:///tmp/arca/sharing.sock"]"#,
+                    format!(
+                        r#"sharing: ["unix://{dir}/sharing.sock", "unix://{dir}/sharing-2.sock"]"#
                     ),
                 ),
                 ("/tmp/arca/", format!("{dir}/")),
@@ -293,12 +301,18 @@ impl UnixLayout {
     /// and waits for its clean exit.
     pub async fn replace_frontend(&mut self, log_level: &str) -> anyhow::Result<()> {
         let dir = TempDir::new();
-        let sockets = ["frontend.sock", "frontend-2.sock"];
         let next_socket = 1 - self.front_socket;
-        let extra = [(
-            r#"endpoint: "unix:///tmp/arca/frontend.sock""#,
-            format!(r#"endpoint: "unix:///tmp/arca/{}""#, sockets[next_socket]),
-        )];
+        let suffix = ["", "-2"][next_socket];
+        let extra = [
+            (
+                r#"endpoint: "unix:///tmp/arca/frontend.sock""#,
+                format!(r#"endpoint: "unix:///tmp/arca/frontend{suffix}.sock""#),
+            ),
+            (
+                r#"endpoint: "unix:///tmp/arca/sharing.sock""#,
+                format!(r#"endpoint: "unix:///tmp/arca/sharing{suffix}.sock""#),
+            ),
+        ];
         let next = self
             .set
             .launch_in("grouped-unix", &dir, "frontend.yaml", &extra)?

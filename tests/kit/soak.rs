@@ -704,6 +704,8 @@ impl Answer {
 pub struct KeepAlive {
     addr: String,
     sender: Option<SendRequest<Full<Bytes>>>,
+    /// Connections made so far.
+    connects: u64,
 }
 
 impl KeepAlive {
@@ -711,6 +713,7 @@ impl KeepAlive {
         Self {
             addr: addr.to_owned(),
             sender: None,
+            connects: 0,
         }
     }
 
@@ -728,6 +731,7 @@ impl KeepAlive {
                 hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             self.sender = Some(sender);
+            self.connects += 1;
         }
         self.sender.as_mut().context("no connection")
     }
@@ -955,7 +959,8 @@ impl Idle {
         Ok(idle)
     }
 
-    /// One GET on every connection, 20 at a time; an error names the first failure.
+    /// One GET on every connection, 20 at a time: how many went on the connection it already
+    /// had (none was made again); an error names the first failure.
     pub async fn use_all(&mut self) -> anyhow::Result<usize> {
         let mut reused = 0;
         let auth = self.authorization.clone();
@@ -964,7 +969,7 @@ impl Idle {
             let sends = chunk.iter_mut().map(|c| {
                 let (auth, path) = (auth.clone(), path.clone());
                 async move {
-                    let fresh = c.sender.is_none();
+                    let connects = c.connects;
                     let got = c
                         .send(
                             "GET",
@@ -976,7 +981,7 @@ impl Idle {
                     if got.status != 200 && got.status != 404 {
                         bail!("GET {path} on an idle connection: {}", got.status);
                     }
-                    Ok::<bool, anyhow::Error>(!fresh && c.sender.is_some())
+                    Ok::<bool, anyhow::Error>(connects > 0 && c.connects == connects)
                 }
             });
             for r in futures::future::join_all(sends).await {
