@@ -622,7 +622,10 @@ async fn an_outbox_holds_events_through_a_nats_outage_and_stores_them_in_order()
     let stream = "ev-outbox";
     let url = format!("nats://127.0.0.1:{port}");
     let bus = NatsBus::connect(settings(&url, stream)).await?;
-    let outbox = arca_runtime::events::Outbox::new(bus, 100);
+    let (outbox, worker) = arca_runtime::events::Outbox::new(bus, 100);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    tokio::spawn(arca_runtime::worker::run(worker, None, stop));
     let sent: Vec<Event> = (0..20)
         .map(|i| Event::new("test.queued", "tester").with("n", i.to_string()))
         .collect();

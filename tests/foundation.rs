@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use arca_tests::{
     ALL_SERVICES, DEPENDENCIES, InProcess, Launch, TempDir,
-    assert_stopped_in_reverse_dependency_order, free_port, get, run_arca, send,
+    assert_stopped_in_reverse_dependency_order, eventually, free_port, get, metric_total, run_arca,
+    send,
 };
 
 /// Deadline for states that take milliseconds when all is well: generous for a loaded CI box,
@@ -109,6 +110,24 @@ async fn deployments_run_inside_the_test_process_on_the_real_boot_path() -> anyh
     assert_eq!(status.status, 200, "{}", status.text());
     let readyz = get(&all.debug, "/readyz", &[]).await?;
     assert_eq!(readyz.status, 200, "{}", readyz.text());
+    // Background jobs are workers the runtime runs and /metrics shows: the upload sweeper
+    // runs at once under its lease; the orphan collector holds its lease and waits.
+    let sweeper = [("worker", "storage-users/upload-expiry")];
+    let metrics = eventually(WITHIN, "the upload sweeper's first run", || async {
+        let text = get(&all.debug, "/metrics", &[]).await?.text();
+        Ok((metric_total(&text, "arca_worker_runs_total", &sweeper) >= 1.0).then_some(text))
+    })
+    .await?;
+    assert_eq!(
+        metric_total(&metrics, "arca_worker_errors_total", &sweeper),
+        0.0
+    );
+    assert!(
+        metric_total(&metrics, "arca_worker_last_run_timestamp_seconds", &sweeper) > 1.0e9,
+        "{metrics}"
+    );
+    let gc = [("worker", "storage-users/orphan-gc")];
+    assert_eq!(metric_total(&metrics, "arca_worker_active", &gc), 1.0);
     let auth = [("authorization", "Basic YWRtaW46aW4tcHJvY2Vzcw==")]; // admin:in-process
     let put = send(&all.public, "PUT", "/remote.php/webdav/a.txt", &auth, "one").await?;
     assert_eq!(put.status, 201, "{}", put.text());

@@ -27,12 +27,13 @@ use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{
     AckCredentialsRequest, AuthenticateRequest, CredentialEventKind, WatchCredentialsRequest,
 };
+use arca_runtime::{BoxFuture, Schedule, ServiceError, Worker, WorkerState};
 use arca_runtime::{Identity, Login, SingleFlight, TokenSigner};
 use arca_transport::Channel;
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use http::HeaderValue;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// How long a verified credential is trusted without asking the users service again. The
 /// change feed ends entries early; this bounds what a feed that misses an event could cost.
@@ -75,8 +76,6 @@ pub(crate) struct Authenticator {
     /// argon2 computation instead of one per request, which queued behind each other on the
     /// bounded hashing threads and stalled every connection for hundreds of milliseconds.
     flights: Arc<SingleFlight<CacheKey, Result<HeaderValue, AuthError>>>,
-    /// Dropped with the last clone of the authenticator, which stops the feed subscription.
-    _feed: Arc<watch::Sender<()>>,
 }
 
 #[derive(Clone)]
@@ -227,31 +226,33 @@ impl CredentialCache {
 }
 
 impl Authenticator {
-    /// Also subscribes to the credential feed of `users` (storage-system), in a task that
-    /// lives as long as the authenticator.
+    /// The authenticator, and the worker that keeps its cache subscribed to the credential
+    /// feed of `users` (storage-system) until `shutdown`; until that worker runs, nothing is
+    /// cached.
     pub(crate) fn new(
         users: Channel,
         signer: TokenSigner,
         throttle: crate::throttle::Throttle,
         passwords: bool,
-    ) -> Self {
+        shutdown: CancellationToken,
+    ) -> (Self, FeedFollower) {
         let cache = CredentialCache::new();
-        let (stop, stopped) = watch::channel(());
-        tokio::spawn(follow_feed(
-            users.clone(),
-            signer.clone(),
-            cache.cache.clone(),
-            stopped,
-        ));
-        Self {
+        let follower = FeedFollower {
+            users: users.clone(),
+            signer: signer.clone(),
+            cache: cache.cache.clone(),
+            shutdown,
+            resubscribe: false,
+        };
+        let auth = Self {
             users,
             signer,
             cache,
             throttle,
             passwords,
             flights: Arc::new(SingleFlight::new()),
-            _feed: Arc::new(stop),
-        }
+        };
+        (auth, follower)
     }
 
     /// The cache the feed keeps; Bearer logins share it, so the feed evicts them too. Those
@@ -362,38 +363,60 @@ fn lock_cache(cache: &Mutex<Cache>) -> MutexGuard<'_, Cache> {
     cache.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Keeps the feed subscribed until `stop`'s sender is dropped: subscribes, applies events,
-/// and after any loss clears the cache and resubscribes with backoff.
-async fn follow_feed(
+/// Keeps the credential feed subscribed: subscribes, applies events, and after any loss clears
+/// the cache and resubscribes, with backoff while subscribing fails.
+pub(crate) struct FeedFollower {
     users: Channel,
     signer: TokenSigner,
     cache: Arc<Mutex<Cache>>,
-    mut stop: watch::Receiver<()>,
-) {
-    let mut backoff = BACKOFF_MIN;
-    let mut was_live = false;
-    loop {
-        let outcome = tokio::select! {
-            _ = stop.changed() => return,
-            outcome = subscription(&users, &signer, &cache) => outcome,
-        };
-        // Whatever ended the subscription, changes may now go unseen: trust nothing cached.
-        lock_cache(&cache).forget_all(false);
-        let Lost { subscribed, why } = outcome;
-        if subscribed {
-            backoff = BACKOFF_MIN;
-        }
-        if was_live || subscribed {
-            tracing::warn!(error = %why, "credential feed lost; logins are verified uncached until it is back");
-        } else {
-            tracing::debug!(error = %why, "credential feed not subscribed yet");
-        }
-        was_live = false;
-        tokio::select! {
-            _ = stop.changed() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+    /// A subscription lasts until it is lost; it ends at shutdown too.
+    shutdown: CancellationToken,
+    /// Not the first subscription: wait a little before the next.
+    resubscribe: bool,
+}
+
+impl Worker for FeedFollower {
+    fn name(&self) -> &'static str {
+        "proxy/credential-feed"
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule::on_work(BACKOFF_MIN, BACKOFF_MAX)
+    }
+
+    fn wait_for_work(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            // After a live subscription was lost: a short pause, then subscribe again.
+            if std::mem::replace(&mut self.resubscribe, true) {
+                tokio::time::sleep(BACKOFF_MIN).await;
+            }
+            true
+        })
+    }
+
+    /// One subscription, from the call until it is lost: `Idle` when it had been live (the
+    /// next one follows after a pause), an error when it never got subscribed (the runner
+    /// backs off).
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            let outcome = tokio::select! {
+                () = self.shutdown.cancelled() => return Ok(WorkerState::Done),
+                outcome = subscription(&self.users, &self.signer, &self.cache) => outcome,
+            };
+            // Whatever ended the subscription, changes may now go unseen: trust nothing cached.
+            lock_cache(&self.cache).forget_all(false);
+            let Lost { subscribed, why } = outcome;
+            if subscribed {
+                tracing::warn!(error = %why, "credential feed lost; logins are verified uncached until it is back");
+            } else {
+                tracing::debug!(error = %why, "credential feed not subscribed yet");
+            }
+            if subscribed {
+                Ok(WorkerState::Idle)
+            } else {
+                Err(why.into())
+            }
+        })
     }
 }
 

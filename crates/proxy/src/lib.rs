@@ -80,12 +80,14 @@ impl Service for Proxy {
             // One cache and one failure count for every way of logging in: the credential
             // feed evicts Bearer logins with Basic ones, and an address guessing both is
             // counted once.
-            let auth = auth::Authenticator::new(
+            let (auth, feed) = auth::Authenticator::new(
                 ctx.channel("storage-system"),
                 ctx.signer().clone(),
                 self.throttle.clone(),
                 self.passwords,
+                ctx.shutdown(),
             );
+            ctx.spawn_worker(feed);
             let oidc = match &self.oidc {
                 Some(config) => {
                     let oidc = oidc::Oidc::new(
@@ -95,7 +97,7 @@ impl Service for Proxy {
                         auth.cache(),
                         self.throttle,
                     )?;
-                    ctx.spawn(oidc.clone().keep_keys(ctx.shutdown()));
+                    ctx.spawn_worker(oidc.key_refresher(ctx.shutdown()));
                     Some(oidc)
                 }
                 None => None,

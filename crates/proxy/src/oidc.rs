@@ -29,7 +29,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arca_proto::ErrorKind;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::{CreateUserRequest, GetUserRequest, User};
-use arca_runtime::{Identity, Login, TokenSigner};
+use arca_runtime::{
+    BoxFuture, Identity, Login, Schedule, ServiceError, TokenSigner, Worker, WorkerState,
+};
 use arca_transport::Channel;
 use http::HeaderValue;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
@@ -163,33 +165,13 @@ impl Oidc {
         })
     }
 
-    /// Loads the provider's keys, retrying with backoff until it answers, then refreshes them
-    /// every [`REFRESH`] (keeping the old ones while the provider is unreachable). Runs until
-    /// `shutdown`.
-    pub(crate) async fn keep_keys(self, shutdown: CancellationToken) {
-        let mut wait = Duration::from_millis(500);
-        loop {
-            // A fetch in flight must not hold up shutdown for its whole timeout.
-            let loaded = tokio::select! {
-                () = shutdown.cancelled() => return,
-                loaded = self.inner.load_keys() => loaded,
-            };
-            let next = match loaded {
-                Ok(count) => {
-                    tracing::info!(issuer = %self.inner.issuer, keys = count, "OIDC signing keys loaded");
-                    wait = Duration::from_millis(500);
-                    REFRESH
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot load the OIDC provider's keys; retrying");
-                    wait = (wait * 2).min(Duration::from_secs(30));
-                    wait
-                }
-            };
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(next) => {}
-            }
+    /// The worker that loads the provider's keys at once, retrying with backoff until it
+    /// answers, then refreshes them every [`REFRESH`] (keeping the old ones while the provider
+    /// is unreachable), until `shutdown`.
+    pub(crate) fn key_refresher(&self, shutdown: CancellationToken) -> KeyRefresher {
+        KeyRefresher {
+            oidc: self.clone(),
+            shutdown,
         }
     }
 
@@ -605,6 +587,46 @@ pub(crate) fn bearer_token(value: Option<&HeaderValue>) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// See [`Oidc::key_refresher`].
+pub(crate) struct KeyRefresher {
+    oidc: Oidc,
+    shutdown: CancellationToken,
+}
+
+impl Worker for KeyRefresher {
+    fn name(&self) -> &'static str {
+        "proxy/oidc-keys"
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule {
+            retry: Some((Duration::from_millis(500), Duration::from_secs(30))),
+            ..Schedule::every(REFRESH).at_once()
+        }
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            let inner = &self.oidc.inner;
+            // A fetch in flight must not hold up shutdown for its whole timeout.
+            let loaded = tokio::select! {
+                () = self.shutdown.cancelled() => return Ok(WorkerState::Done),
+                loaded = inner.load_keys() => loaded,
+            };
+            match loaded {
+                Ok(count) => {
+                    tracing::info!(issuer = %inner.issuer, keys = count, "OIDC signing keys loaded");
+                    Ok(WorkerState::Idle)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot load the OIDC provider's keys; retrying");
+                    Err(e.to_string().into())
+                }
+            }
+        })
+    }
 }
 
 #[cfg(test)]

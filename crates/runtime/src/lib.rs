@@ -4,7 +4,8 @@
 //! Main types: [`Service`], its catalog [`Entry`] and its [`Context`], [`Supervisor`], the
 //! [`Shutdown`] it is stopped by and its [`Outcome`], [`Health`]
 //! (what `/readyz` reports), [`Leases`] (one holder per background job), [`Limiter`] and
-//! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]), [`password`]
+//! [`SingleFlight`] (bounded work toward shared dependencies, see [`limit`]), [`Worker`]
+//! (named background jobs, see [`worker`]), [`password`]
 //! (argon2id hashing bounded to one computation per core),
 //! [`debug::spawn`] and [`telemetry::init`].
 
@@ -20,6 +21,7 @@ mod shutdown;
 mod supervisor;
 pub mod telemetry;
 mod token;
+pub mod worker;
 
 pub use health::{Health, Report};
 pub use layers::{Caller, caller};
@@ -29,6 +31,7 @@ pub use service::{Context, Entry, Service, ServiceError};
 pub use shutdown::Shutdown;
 pub use supervisor::{Outcome, StartError, Supervisor};
 pub use token::{IDENTITY_PURPOSE, Identity, Login, TokenError, TokenSigner};
+pub use worker::{Schedule, State as WorkerState, Worker};
 
 /// Re-exported so services build routers and futures with the runtime's versions.
 pub use axum::Router;

@@ -15,6 +15,7 @@ use crate::health::Health;
 use crate::layers;
 use crate::lease::{Lease, Leases};
 use crate::token::TokenSigner;
+use crate::worker::Worker;
 
 /// What a service's `run` may fail with; reported by the supervisor with the service's name.
 pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
@@ -137,6 +138,14 @@ impl Context {
         F: Future<Output = ()> + Send + 'static,
     {
         self.tasks.spawn(fut);
+    }
+
+    /// Starts a background [`Worker`] for the life of the service: paced by its schedule, under
+    /// its leader lease if it asks for one, stopped (and waited for) at shutdown.
+    pub fn spawn_worker(&self, worker: impl Worker) {
+        let lease = worker.schedule().leased.then(|| self.lease(worker.name()));
+        self.tasks
+            .spawn(crate::worker::run(worker, lease, self.shutdown.clone()));
     }
 
     /// Creates (if needed) and returns `data_dir/NAME`, after proving it is writable and

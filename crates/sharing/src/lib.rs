@@ -34,12 +34,14 @@ impl Service for Sharing {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let config = ctx.config().clone();
+            // Requests hand events over and answer; a bus that is down delays events only.
+            let (events, publisher) = Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY);
+            ctx.spawn_worker(publisher);
             let api = api::SharingApi {
                 system: ctx.channel("storage-system"),
                 signer: ctx.signer().clone(),
                 auto_accept: config.sharing.auto_accept,
-                // Requests hand events over and answer; a bus that is down delays events only.
-                events: Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY),
+                events,
                 throttle: throttle::Throttle::new(
                     config.proxy.auth.max_failures,
                     config.proxy.auth.window,

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arca_proto::v1::{CredentialEvent, CredentialEventKind};
+use arca_runtime::{BoxFuture, Schedule, ServiceError, Worker, WorkerState};
 use arca_store::{Store, StoreError};
 use futures::Stream;
 use tokio::sync::{Notify, broadcast};
@@ -238,30 +239,63 @@ impl Feed {
         };
         Box::pin(futures::stream::unfold(state, next_event))
     }
+}
 
-    /// Polls the database for changes made elsewhere until shutdown, and prunes old events and
-    /// expired app tokens now and then.
-    pub(crate) async fn poll(self) {
-        let mut ticks: u64 = 0;
-        loop {
-            tokio::select! {
-                () = self.inner.shutdown.cancelled() => return,
-                () = tokio::time::sleep(POLL) => {}
-            }
-            if let Err(e) = self.catch_up().await {
+/// Reads the feed every [`POLL`] for changes made by other processes; in every instance (each
+/// serves its own subscribers).
+pub(crate) struct Poller(pub(crate) Feed);
+
+impl Worker for Poller {
+    fn name(&self) -> &'static str {
+        "storage-system/credential-feed"
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule::every(POLL)
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            if let Err(e) = self.0.catch_up().await {
                 tracing::warn!(error = %e, "cannot read the credential change feed");
+                return Err(e.into());
             }
-            ticks += 1;
-            if ticks.is_multiple_of(60) {
-                let store = &self.inner.store;
-                if let Err(e) = store.prune_credential_events(KEEP_EVENTS).await {
-                    tracing::warn!(error = %e, "pruning credential events failed");
-                }
-                if let Err(e) = store.prune_expired_app_tokens().await {
-                    tracing::warn!(error = %e, "pruning expired app tokens failed");
-                }
+            Ok(WorkerState::Idle)
+        })
+    }
+}
+
+/// Prunes credential events older than [`KEEP_EVENTS`] and expired app tokens, every
+/// [`PRUNE_EVERY`].
+pub(crate) struct Pruner(pub(crate) Store);
+
+/// How often [`Pruner`] runs.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+impl Worker for Pruner {
+    fn name(&self) -> &'static str {
+        "storage-system/prune"
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule::every(PRUNE_EVERY)
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            // Both run, whichever fails; the step fails if either did.
+            let events = self.0.prune_credential_events(KEEP_EVENTS).await;
+            if let Err(e) = &events {
+                tracing::warn!(error = %e, "pruning credential events failed");
             }
-        }
+            let tokens = self.0.prune_expired_app_tokens().await;
+            if let Err(e) = &tokens {
+                tracing::warn!(error = %e, "pruning expired app tokens failed");
+            }
+            events?;
+            tokens?;
+            Ok(WorkerState::Idle)
+        })
     }
 }
 

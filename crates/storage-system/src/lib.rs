@@ -36,7 +36,8 @@ impl Service for StorageSystem {
             .await?;
             ensure_admin(&store, ctx.config().identity.admin_password.clone()).await?;
             let feed = credentials::Feed::open(store.clone(), ctx.shutdown()).await?;
-            ctx.spawn(feed.clone().poll());
+            ctx.spawn_worker(credentials::Poller(feed.clone()));
+            ctx.spawn_worker(credentials::Pruner(store.clone()));
             let api = users::UsersApi {
                 store: store.clone(),
                 decoy: Arc::from(users::hash_password(arca_config::generate_secret(16)).await?),

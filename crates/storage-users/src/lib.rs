@@ -18,7 +18,7 @@ mod uploads;
 use std::time::Duration;
 
 use arca_proto::v1::storage_server::StorageServer;
-use arca_runtime::{BoxFuture, Context, Lease, Service, ServiceError};
+use arca_runtime::{BoxFuture, Context, Schedule, Service, ServiceError, Worker, WorkerState};
 use arca_store::{Store, StoreConfig};
 use axum::routing::{patch, post, put};
 
@@ -44,30 +44,33 @@ const GC_LEASE: &str = "storage-users/orphan-gc";
 /// The leader lease of the expiry of abandoned resumable uploads (one sweeper at a time).
 const UPLOAD_EXPIRY_LEASE: &str = "storage-users/upload-expiry";
 
-/// Collects orphaned blobs every [`GC_INTERVAL`] while this instance holds [`GC_LEASE`].
-async fn collect_orphans(store: Store, lease: Lease, stop: impl Future<Output = ()>) {
-    tokio::pin!(stop);
-    while let Some(guard) = lease.acquired().await {
-        loop {
-            tokio::select! {
-                () = &mut stop => {
-                    guard.release().await;
-                    return;
-                }
-                () = guard.lost() => break,
-                () = tokio::time::sleep(GC_INTERVAL) => {}
-            }
-            // A run that started is finished even if the lease is lost meanwhile: stopping
-            // between its claim and its object deletes would strand the claimed objects.
-            if !guard.is_held() {
-                break;
-            }
-            match store.collect_orphans(GC_MIN_AGE).await {
+/// Removes blobs no node refers to any more, every [`GC_INTERVAL`], while this instance holds
+/// [`GC_LEASE`].
+struct OrphanGc {
+    store: Store,
+}
+
+impl Worker for OrphanGc {
+    fn name(&self) -> &'static str {
+        GC_LEASE
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule::every(GC_INTERVAL).leased()
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            match self.store.collect_orphans(GC_MIN_AGE).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(removed = n, "collected orphaned blobs"),
-                Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "orphan collection failed");
+                    return Err(e.into());
+                }
             }
-        }
+            Ok(WorkerState::Idle)
+        })
     }
 }
 
@@ -125,16 +128,10 @@ impl Service for StorageUsers {
                 .with_state(provider);
             let router = grpc.merge(data);
             // Abandoned uploads are shared by the instances: one sweeps, under its lease.
-            ctx.spawn(resumable.sweep_until(
-                ctx.lease(UPLOAD_EXPIRY_LEASE),
-                ctx.shutdown().cancelled_owned(),
-            ));
-
-            ctx.spawn(collect_orphans(
-                store.clone(),
-                ctx.lease(GC_LEASE),
-                ctx.shutdown().cancelled_owned(),
-            ));
+            ctx.spawn_worker(uploads::Sweeper::new(resumable, UPLOAD_EXPIRY_LEASE));
+            ctx.spawn_worker(OrphanGc {
+                store: store.clone(),
+            });
 
             ctx.set_ready();
             let result = ctx.serve(router).await;

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
 use arca_proto::v1::{InitiateUploadRequest, Node, Transfer};
-use arca_runtime::{Identity, Lease};
+use arca_runtime::{BoxFuture, Identity, Schedule, ServiceError, Worker, WorkerState};
 use arca_store::{
     Appended, Node as StoreNode, PutOptions, Space as StoreSpace, Store, StoreError, Upload,
 };
@@ -268,32 +268,46 @@ impl Uploads {
             .expire_uploads(now_secs(), STRAY_MIN_AGE_MS)
             .await
     }
+}
 
-    /// While this instance holds `lease` (one sweeper per deployment: the uploads are
-    /// shared), sweeps at once and then every quarter of the expiration (between 1 s and
-    /// 10 min), until `stop` completes.
-    pub(crate) async fn sweep_until(self, lease: Lease, stop: impl Future<Output = ()>) {
-        let every = (self.expiration / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
-        let mut stop = std::pin::pin!(stop);
-        while let Some(guard) = lease.acquired().await {
-            loop {
-                // A sweep that started is finished even if the lease is lost meanwhile: every
-                // removal in it is idempotent, and the next holder's first sweep repeats it.
-                match self.sweep().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "removed expired uploads"),
-                    Err(e) => tracing::warn!(error = %e, "sweeping expired uploads failed"),
-                }
-                tokio::select! {
-                    () = &mut stop => {
-                        guard.release().await;
-                        return;
-                    }
-                    () = guard.lost() => break,
-                    () = tokio::time::sleep(every) => {}
+/// Removes expired uploads at once and then every quarter of the expiration (between 1 s and
+/// 10 min), while this instance holds its lease: the uploads are shared, one sweeper per
+/// deployment. A sweep that started is finished even if the lease is lost meanwhile: every
+/// removal in it is idempotent, and the next holder's first sweep repeats it.
+pub(crate) struct Sweeper {
+    uploads: Uploads,
+    name: &'static str,
+}
+
+impl Sweeper {
+    pub(crate) fn new(uploads: Uploads, name: &'static str) -> Self {
+        Self { uploads, name }
+    }
+}
+
+impl Worker for Sweeper {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn schedule(&self) -> Schedule {
+        let every =
+            (self.uploads.expiration / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
+        Schedule::every(every).at_once().leased()
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            match self.uploads.sweep().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "removed expired uploads"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "sweeping expired uploads failed");
+                    return Err(e.into());
                 }
             }
-        }
+            Ok(WorkerState::Idle)
+        })
     }
 }
 

@@ -21,7 +21,7 @@ pub mod nats;
 mod outbox;
 
 pub use nats::{NatsBus, NatsBusSettings};
-pub use outbox::Outbox;
+pub use outbox::{Outbox, OutboxWorker};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
