@@ -130,10 +130,13 @@ fn check_caps_json(r: &HttpResponse, code: u64, status_php: &Value) -> anyhow::R
     // What owncloud/client's capabilities.cpp reads.
     assert_eq!(caps["core"]["pollinterval"], 60);
     assert_eq!(caps["core"]["webdav-root"], "remote.php/webdav");
-    assert_eq!(caps["dav"]["chunking"], "");
+    // Chunking NG (the v2 uploads under /remote.php/dav/uploads/) is announced as oCIS and
+    // Nextcloud announce it, so that both desktop clients use it.
+    assert_eq!(caps["dav"]["chunking"], "1.0");
     assert_eq!(caps["dav"]["chunkingParallelUploadDisabled"], false);
     assert!(caps["dav"]["reports"].is_array());
-    assert_eq!(caps["files"]["bigfilechunking"], false);
+    // The Nextcloud client chunks only when bigfilechunking is on.
+    assert_eq!(caps["files"]["bigfilechunking"], true);
     assert_eq!(caps["files"]["privateLinks"], true);
     assert_eq!(caps["files"]["versioning"], false);
     assert_eq!(caps["files"]["undelete"], false);
@@ -147,9 +150,10 @@ fn check_caps_json(r: &HttpResponse, code: u64, status_php: &Value) -> anyhow::R
     assert_eq!(tus["http_method_override"], "");
     assert_eq!(
         caps["checksums"]["supportedTypes"],
-        serde_json::json!(["sha1", "md5", "adler32"])
+        // Upper case, as the Nextcloud client compares them (the ownCloud client ignores case).
+        serde_json::json!(["SHA1", "MD5", "Adler32"])
     );
-    assert_eq!(caps["checksums"]["preferredUploadType"], "sha1");
+    assert_eq!(caps["checksums"]["preferredUploadType"], "SHA1");
     let sharing = &caps["files_sharing"];
     assert_eq!(sharing["api_enabled"], true);
     assert_eq!(sharing["resharing"], false);
@@ -198,9 +202,9 @@ fn check_caps_xml(r: &HttpResponse, code: &str, status_php: &Value) -> anyhow::R
         caps.text_at("core/status/productversion")?,
         status_php["productversion"].as_str().unwrap_or_default()
     );
-    assert_eq!(caps.text_at("dav/chunking")?, "");
+    assert_eq!(caps.text_at("dav/chunking")?, "1.0");
     assert_eq!(caps.text_at("dav/chunkingParallelUploadDisabled")?, "0");
-    assert_eq!(caps.text_at("files/bigfilechunking")?, "0");
+    assert_eq!(caps.text_at("files/bigfilechunking")?, "1");
     assert_eq!(caps.text_at("files/privateLinks")?, "1");
     assert_eq!(caps.text_at("files/versioning")?, "0");
     assert!(caps.at("files/blacklisted_files")?.children.is_empty());
@@ -224,12 +228,12 @@ fn check_caps_xml(r: &HttpResponse, code: &str, status_php: &Value) -> anyhow::R
     assert_eq!(
         types,
         [
-            ("element", "sha1"),
-            ("element", "md5"),
-            ("element", "adler32")
+            ("element", "SHA1"),
+            ("element", "MD5"),
+            ("element", "Adler32")
         ]
     );
-    assert_eq!(caps.text_at("checksums/preferredUploadType")?, "sha1");
+    assert_eq!(caps.text_at("checksums/preferredUploadType")?, "SHA1");
     assert_eq!(caps.text_at("files_sharing/api_enabled")?, "1");
     assert_eq!(caps.text_at("spaces/enabled")?, "1");
     assert_eq!(caps.text_at("spaces/version")?, "1.0.0");

@@ -272,9 +272,9 @@ fn version() -> Value {
 }
 
 /// What arca offers, in the keys clients read (CLIENT_PROTOCOL.md §2, owncloud/client
-/// `capabilities.cpp`). Only what arca does: no trash bin, versions or undelete, no chunking NG
-/// (`dav.chunking` empty and `bigfilechunking` false, so the desktop client uploads with TUS),
-/// no URL signing, no server-sent events.
+/// `capabilities.cpp`). Only what arca does: chunking NG (`dav.chunking` "1.0" and
+/// `bigfilechunking`, which the Nextcloud client needs before it chunks; the ownCloud client
+/// prefers TUS), no URL signing, no server-sent events.
 fn capability_tree() -> Value {
     json!({
         "core": {
