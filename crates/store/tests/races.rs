@@ -8,8 +8,8 @@
 //!   learn the offset that won and leave no part behind; the committed file is exactly the
 //!   winners' bytes in order.
 //!
-//! PostgreSQL is the private server of `support/pg.rs` (the test fails when it is missing,
-//! unless `ARCA_SKIP_POSTGRES=1`). SQLite has a single writer per database and cannot race.
+//! PostgreSQL is the private server of `support/pg.rs` (the test fails when it is
+//! missing). SQLite has a single writer per database and cannot race.
 
 mod support;
 
@@ -74,9 +74,7 @@ async fn lock_round(stores: &[Store; 2], locks: Vec<Lock>) -> (usize, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_exclusive_locks_through_two_pools_grant_exactly_one() {
-    let Some(pg) = support::pg::postgres_for_tests() else {
-        return;
-    };
+    let pg = support::pg::postgres_for_tests();
     let url = pg.fresh_database().await;
     let tmp = tempfile::tempdir().expect("temp dir");
     let stores = two_instances(&url, &tmp.path().join("blobs")).await;
@@ -134,9 +132,7 @@ async fn concurrent_exclusive_locks_through_two_pools_grant_exactly_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
-    let Some(pg) = support::pg::postgres_for_tests() else {
-        return;
-    };
+    let pg = support::pg::postgres_for_tests();
     let url = pg.fresh_database().await;
     let tmp = tempfile::tempdir().expect("temp dir");
     let blobs = tmp.path().join("blobs");

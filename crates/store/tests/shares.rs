@@ -93,9 +93,7 @@ async fn sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let Some(pg) = support::pg::postgres_for_tests() else {
-        return;
-    };
+    let pg = support::pg::postgres_for_tests();
     let url = pg.fresh_database().await;
     let ctx = Ctx::with_url(&url).await;
     shares_scenario(&ctx.store).await;

@@ -3,8 +3,7 @@
 //! Every scenario (in `scenarios/`) runs on SQLite (one test each, in parallel; and again on a
 //! store caching path resolutions as storage-users opens it, `sqlite_sole_writer`) and on
 //! PostgreSQL (one test, `postgres`, running all scenarios in turn, each on a fresh database of a
-//! private server — see `support/pg.rs`; it fails when PostgreSQL is missing unless
-//! `ARCA_SKIP_POSTGRES=1`). `s3.rs` runs the blob scenarios against an S3 server.
+//! private server — see `support/pg.rs`; it fails when PostgreSQL is missing). `s3.rs` runs the blob scenarios against an S3 server.
 
 mod scenarios;
 mod support;
@@ -36,7 +35,7 @@ macro_rules! scenarios {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn postgres() {
-            let Some(pg) = support::pg::postgres_for_tests() else { return };
+            let pg = support::pg::postgres_for_tests();
             $(
                 eprintln!("postgres: {}", stringify!($name));
                 let url = pg.fresh_database().await;

@@ -35,7 +35,7 @@ macro_rules! scenarios {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn postgres() {
-            let Some(pg) = support::pg::postgres_for_tests() else { return };
+            let pg = support::pg::postgres_for_tests();
             $(
                 eprintln!("postgres: {}", stringify!($name));
                 let url = pg.fresh_database().await;
@@ -66,9 +66,7 @@ scenarios!(
 /// The S3 runs: what frees bytes, on a bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3() {
-    let Some(moto) = support::s3::s3_for_tests().await else {
-        return;
-    };
+    let moto = support::s3::s3_for_tests().await;
     for (name, scenario) in [
         ("purge_frees_the_bytes", 0),
         ("retention_by_age_count_and_quota_share", 1),

@@ -9,9 +9,8 @@
 //!
 //! [`postgres_for_tests`] is what tests call: `ARCA_TEST_POSTGRES_URL` (an existing server whose
 //! user may CREATE DATABASE) wins; otherwise a private server is started; missing binaries FAIL
-//! the test unless `ARCA_SKIP_POSTGRES=1`.
+//! the test (a skipped suite would count as passed).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,35 +31,22 @@ struct Private {
     _dir: tempfile::TempDir,
 }
 
-/// The PostgreSQL to test against, or `None` only when `ARCA_SKIP_POSTGRES=1`.
+/// The PostgreSQL to test against.
 ///
 /// Panics (fails the test) when no server can be had, saying why and how to fix it.
-pub fn postgres_for_tests() -> Option<PgServer> {
+pub fn postgres_for_tests() -> PgServer {
     if let Ok(url) = std::env::var("ARCA_TEST_POSTGRES_URL")
         && !url.is_empty()
     {
-        return Some(PgServer { url, private: None });
+        return PgServer { url, private: None };
     }
-    match PgServer::start() {
-        Ok(server) => Some(server),
-        Err(why) if std::env::var("ARCA_SKIP_POSTGRES").as_deref() == Ok("1") => {
-            // Straight to the stderr handle, not eprintln!: the test harness captures the print
-            // macros of passing tests, and a skipped suite must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
-                 !!! ARCA_SKIP_POSTGRES=1: the PostgreSQL storage tests did NOT run.\n\
-                 !!! reason: {why}\n\
-                 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-            );
-            None
-        }
-        Err(why) => panic!(
+    PgServer::start().unwrap_or_else(|why| {
+        panic!(
             "\n\nPostgreSQL storage tests cannot run: {why}\n\
              Install the server (`apt-get install -y postgresql`, as `make deps` does), or point\n\
-             ARCA_TEST_POSTGRES_URL at a server, or set ARCA_SKIP_POSTGRES=1 to skip them knowingly.\n"
-        ),
-    }
+             ARCA_TEST_POSTGRES_URL at a server.\n"
+        )
+    })
 }
 
 impl PgServer {

@@ -2,12 +2,11 @@
 //!
 //! [`s3_for_tests`] is what tests call. The binary is `$ARCA_MOTO_SERVER`, else the workspace's
 //! `.venv/bin/moto_server` (`make deps` installs it there); when there is none the test FAILS
-//! unless `ARCA_SKIP_S3=1`. moto speaks the S3 protocol from memory, checks signatures' shape
+//! (a skipped suite would count as passed). moto speaks the S3 protocol from memory, checks signatures' shape
 //! but accepts any credentials, and in server mode accepts an unsigned `PUT /BUCKET`, which is
 //! how buckets are made here (object_store has no bucket API). The server is killed when the
 //! [`Moto`] is dropped, and by the kernel if the test process dies first.
 
-use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -30,31 +29,18 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const KEY_ID: &str = "arca-test";
 const SECRET: &str = "arca-test-secret";
 
-/// The S3 server to test against, or `None` only when `ARCA_SKIP_S3=1`.
+/// The S3 server to test against.
 ///
 /// Panics (fails the test) when none can be had, saying why and how to fix it.
-pub async fn s3_for_tests() -> Option<Moto> {
-    match Moto::start().await {
-        Ok(moto) => Some(moto),
-        Err(why) if std::env::var("ARCA_SKIP_S3").as_deref() == Ok("1") => {
-            // Straight to the stderr handle: the harness captures the print macros of passing
-            // tests, and a skipped suite must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
-                 !!! ARCA_SKIP_S3=1: the S3 blob storage tests did NOT run.\n\
-                 !!! reason: {why}\n\
-                 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-            );
-            None
-        }
-        Err(why) => panic!(
+pub async fn s3_for_tests() -> Moto {
+    Moto::start().await.unwrap_or_else(|why| {
+        panic!(
             "\n\nS3 blob storage tests cannot run: {why}\n\
              Install moto's S3 server into the workspace venv (`make deps` does:\n\
              `python3 -m venv .venv && .venv/bin/pip install 'moto[server]'`), or point\n\
-             ARCA_MOTO_SERVER at a moto_server binary, or set ARCA_SKIP_S3=1 to skip them knowingly.\n"
-        ),
-    }
+             ARCA_MOTO_SERVER at a moto_server binary.\n"
+        )
+    })
 }
 
 pub struct Moto {
