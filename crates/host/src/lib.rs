@@ -230,6 +230,7 @@ pub async fn start(
         &config.debug.addr,
         health.clone(),
         Some(telemetry.metrics.clone()),
+        Some(supervisor.leases().clone()),
     )?;
     tracing::info!(
         services = %config.services.join(","),

@@ -1,4 +1,5 @@
-//! The per-process debug server: `/healthz`, `/readyz`, `/metrics`.
+//! The per-process debug server: `/healthz`, `/readyz`, `/metrics`, and `/leases` (this
+//! process's lease holds, [`Leases::holds`]).
 //!
 //! It runs on a thread and runtime of its own so probes are answered even when the main runtime
 //! is saturated by traffic (a busy process is not a dead one), and one port serves the whole
@@ -14,6 +15,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::health::Health;
+use crate::lease::Leases;
 
 /// `/healthz` fails when the supervisor loop has not turned for this long: the main runtime is
 /// wedged, and a restart is the right answer.
@@ -31,6 +33,7 @@ pub struct DebugError {
 struct DebugState {
     health: Health,
     metrics: Option<PrometheusHandle>,
+    leases: Option<Leases>,
 }
 
 /// A running debug server; dropping it stops the server and lets its thread end.
@@ -61,6 +64,7 @@ pub fn spawn(
     addr: &str,
     health: Health,
     metrics: Option<PrometheusHandle>,
+    leases: Option<Leases>,
 ) -> Result<DebugServer, DebugError> {
     let err = |source| DebugError {
         addr: addr.to_owned(),
@@ -77,7 +81,12 @@ pub fn spawn(
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
-        .with_state(DebugState { health, metrics });
+        .route("/leases", get(lease_holds))
+        .with_state(DebugState {
+            health,
+            metrics,
+            leases,
+        });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
         .name("arca-debug".into())
@@ -138,5 +147,12 @@ async fn render_metrics(State(s): State<DebugState>) -> Response {
                 .into_response()
         }
         None => (StatusCode::NOT_FOUND, "metrics recorder not installed\n").into_response(),
+    }
+}
+
+async fn lease_holds(State(s): State<DebugState>) -> Response {
+    match s.leases {
+        Some(leases) => axum::Json(leases.holds()).into_response(),
+        None => (StatusCode::NOT_FOUND, "no lease store in this process\n").into_response(),
     }
 }

@@ -13,8 +13,14 @@
 //! *sent* its last successful write, and the server expires the key `ttl` after it *received*
 //! it, so the holder gives up before anyone else can create the key; a renewal that finds
 //! another revision means someone else holds it, and is a loss at once.
+//!
+//! Each process keeps a short ledger of its own holds ([`Leases::holds`], served as `/leases`
+//! by the debug server): the job, the fencing token the store gave at the take (a KV revision:
+//! a later holder's is larger) and the wall-clock window in which this process relied on it.
+//! Collected from several processes, those windows must not overlap for one job; a test checks
+//! that across restarts, kills and NATS outages without reading anyone's logs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -24,6 +30,10 @@ use arca_transport::registry::nats::Written;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// The holds a process remembers (the newest): enough for every hold of a test's run, and
+/// bounded however long a process lives.
+const LEDGER: usize = 256;
 
 /// A try to acquire is at most this far apart, so a released lease moves within half a second
 /// (two tries a second per waiting process and job: still independent of any request rate).
@@ -36,6 +46,31 @@ pub struct Leases {
     ttl: Duration,
     /// Who this process is, as written into the lease: for logs and people reading the bucket.
     holder: Arc<str>,
+    /// This process's latest holds, for [`Leases::holds`].
+    ledger: Arc<Mutex<VecDeque<Hold>>>,
+}
+
+/// One hold of a lease by this process, as this process saw it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    pub job: String,
+    /// The holder name of this process.
+    pub holder: String,
+    /// The store's token when the lease was taken: a fencing token, larger for every later
+    /// take of the same job.
+    pub token: u64,
+    /// Unix milliseconds when this process began relying on the lease (the take confirmed).
+    pub from_ms: u64,
+    /// Unix milliseconds when it stopped (released, lost, dropped); `None` while held.
+    pub until_ms: Option<u64>,
+    /// Why it ended: "released", "taken over", "not renewed in time", "dropped".
+    pub ended: Option<String>,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Leases {
@@ -56,6 +91,42 @@ impl Leases {
             store,
             ttl,
             holder: format!("pid{}-{:08x}", std::process::id(), salt as u32).into(),
+            ledger: Arc::default(),
+        }
+    }
+
+    /// The holds this process had and has, oldest first (the latest [`LEDGER`]).
+    pub fn holds(&self) -> Vec<Hold> {
+        let ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        ledger.iter().cloned().collect()
+    }
+
+    fn hold_began(&self, job: &str, token: u64) {
+        let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        if ledger.len() == LEDGER {
+            ledger.pop_front();
+        }
+        ledger.push_back(Hold {
+            job: job.to_owned(),
+            holder: self.holder.to_string(),
+            token,
+            from_ms: unix_ms(),
+            until_ms: None,
+            ended: None,
+        });
+    }
+
+    /// Called before anything else may take the lease (before the release reaches the store,
+    /// when the loss is noticed), so the window covers all the time this process relied on it.
+    fn hold_ended(&self, job: &str, token: u64, why: &str) {
+        let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(hold) = ledger
+            .iter_mut()
+            .rev()
+            .find(|h| h.job == job && h.token == token && h.until_ms.is_none())
+        {
+            hold.until_ms = Some(unix_ms());
+            hold.ended = Some(why.to_owned());
         }
     }
 
@@ -111,7 +182,8 @@ impl Lease {
             };
             match attempt {
                 Ok(Some(token)) => {
-                    tracing::info!(job = %self.job, holder = %leases.holder, "lease acquired");
+                    leases.hold_began(&self.job, token);
+                    tracing::info!(job = %self.job, holder = %leases.holder, token, "lease acquired");
                     return Some(LeaseGuard::start(
                         leases.clone(),
                         self.job.clone(),
@@ -141,6 +213,8 @@ pub struct LeaseGuard {
     job: Arc<str>,
     /// The token of the holder's last write; `None` once lost.
     token: Arc<Mutex<Option<u64>>>,
+    /// The token of the take: this hold's fencing token, its entry in the ledger.
+    taken: u64,
     lost: CancellationToken,
     stop: CancellationToken,
     released: bool,
@@ -148,12 +222,14 @@ pub struct LeaseGuard {
 
 impl LeaseGuard {
     fn start(leases: Leases, job: Arc<str>, token: u64, valid_until: Instant) -> Self {
-        let token = Arc::new(Mutex::new(Some(token)));
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
+        let taken = token;
+        let token = Arc::new(Mutex::new(Some(token)));
         tokio::spawn(renew(
             leases.clone(),
             job.clone(),
+            taken,
             token.clone(),
             valid_until,
             lost.clone(),
@@ -163,6 +239,7 @@ impl LeaseGuard {
             leases,
             job,
             token,
+            taken,
             lost,
             stop,
             released: false,
@@ -190,11 +267,12 @@ impl LeaseGuard {
             .take();
         self.lost.cancel();
         if let Some(token) = token {
-            match self.leases.store.release(&self.job, token).await {
-                Ok(()) => tracing::info!(job = %self.job, "lease released"),
-                Err(e) => {
-                    tracing::warn!(job = %self.job, error = %e, "lease release failed; it expires by itself")
-                }
+            // Ended before the store hears of it: from here this holder runs nothing, and a
+            // successor can take the lease as soon as the delete lands.
+            self.leases.hold_ended(&self.job, self.taken, "released");
+            tracing::info!(job = %self.job, "lease released");
+            if let Err(e) = self.leases.store.release(&self.job, token).await {
+                tracing::warn!(job = %self.job, error = %e, "lease release failed; it expires by itself");
             }
         }
     }
@@ -212,6 +290,9 @@ impl Drop for LeaseGuard {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        if token.is_some() {
+            self.leases.hold_ended(&self.job, self.taken, "dropped");
+        }
         // Best effort: without a runtime (process exit) the lease simply expires.
         if let (Some(token), Ok(rt)) = (token, tokio::runtime::Handle::try_current()) {
             let (store, job) = (self.leases.store.clone(), self.job.clone());
@@ -227,6 +308,7 @@ impl Drop for LeaseGuard {
 async fn renew(
     leases: Leases,
     job: Arc<str>,
+    taken: u64,
     token: Arc<Mutex<Option<u64>>>,
     mut valid_until: Instant,
     lost: CancellationToken,
@@ -263,7 +345,16 @@ async fn renew(
             }
         }
     };
-    token.lock().unwrap_or_else(PoisonError::into_inner).take();
+    // A release racing this loss has taken the token and ended the hold itself.
+    if token
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .is_none()
+    {
+        return;
+    }
+    leases.hold_ended(&job, taken, reason);
     tracing::warn!(job = %job, reason, "lease lost");
     lost.cancel();
 }
@@ -420,5 +511,27 @@ mod tests {
         let d = leases.lease("other", stop.clone());
         stop.cancel();
         assert!(d.acquired().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_ledger_records_each_hold_with_its_token_and_window() {
+        let leases = Leases::memory(Duration::from_secs(3));
+        let stop = CancellationToken::new();
+        let first = leases.lease("job", stop.clone()).acquired().await.unwrap();
+        first.release().await;
+        let second = leases.lease("job", stop.clone()).acquired().await.unwrap();
+        let holds = leases.holds();
+        assert_eq!(holds.len(), 2, "{holds:?}");
+        let (a, b) = (&holds[0], &holds[1]);
+        assert!(a.token < b.token, "{holds:?}");
+        assert_eq!(a.ended.as_deref(), Some("released"));
+        assert!(
+            a.until_ms
+                .is_some_and(|until| until >= a.from_ms && until <= b.from_ms)
+        );
+        assert_eq!((b.until_ms, b.ended.as_deref()), (None, None));
+        drop(second);
+        let holds = leases.holds();
+        assert_eq!(holds[1].ended.as_deref(), Some("dropped"));
     }
 }

@@ -138,6 +138,11 @@ impl Supervisor {
         self
     }
 
+    /// The leases the services will hold, for the debug server's `/leases`.
+    pub fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
     /// The health state `/readyz` reads; hand it to the debug server before [`run`](Self::run).
     pub fn health(&self) -> Health {
         self.health.clone()
