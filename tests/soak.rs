@@ -126,6 +126,10 @@ async fn grouped_nats_through_every_restart_kind_fails_no_request() -> anyhow::R
     show_failed_calls(&d.servers()).await;
     check(&report, read, &wrong, &problems(&d.servers(), 40));
     faults?;
+    // Through every restart, kill and the NATS outage, one holder at a time per job.
+    for line in d.one_lease_holder_at_a_time().await? {
+        eprintln!("{line}");
+    }
 
     // With the load stopped, the two breaks it can only hit by chance, made to happen.
     let log = soak_log_level();

@@ -47,6 +47,8 @@ pub struct NatsLayout {
     pub proxy: Server,
     /// Processes stopped and replaced, kept for their logs.
     retired: Vec<(&'static str, Server)>,
+    /// The lease holds of the processes stopped so far, as [`LeaseHolds`] closes them.
+    holds: LeaseHolds,
     pub nats: Nats,
     /// Dropped after every process that uses them.
     _pg: Postgres,
@@ -103,6 +105,7 @@ impl NatsLayout {
             front,
             proxy,
             retired: Vec::new(),
+            holds: LeaseHolds::default(),
             nats,
             _pg: pg,
             _s3: s3,
@@ -128,8 +131,10 @@ impl NatsLayout {
     pub async fn stop_users(&mut self, i: usize, signal: i32) -> anyhow::Result<Duration> {
         let at = Instant::now();
         let u = &mut self.users[i];
+        let before = lease_holds(u).await?;
         u.proc.signal(signal);
         let status = u.proc.wait_exit(EXIT).await?;
+        self.holds.exited(before);
         if signal == libc::SIGTERM {
             anyhow::ensure!(
                 status.code() == Some(0),
@@ -173,7 +178,9 @@ impl NatsLayout {
             )?
             .env("ARCA_LOG_LEVEL", log_level)
             .spawn()?;
+        let before = lease_holds(&self.front).await?;
         let old = hand_over(&mut self.front, next).await?;
+        self.holds.exited(before);
         self.dirs.push(dir);
         self.retired.push(("frontend (before)", old));
         Ok(())
@@ -212,6 +219,25 @@ impl NatsLayout {
             },
         )
         .await
+    }
+
+    /// Checks that no two processes held one background job's lease at once, through every
+    /// restart, kill and NATS outage so far: each process reports its holds (`/leases`: the
+    /// job, the fencing token of the take, the wall-clock window it relied on the lease in);
+    /// the stopped ones reported just before their signal, their open holds closed when they
+    /// had exited. Returns a line per job; fails unless some job changed hands between
+    /// processes (else nothing was checked).
+    pub async fn one_lease_holder_at_a_time(&self) -> anyhow::Result<Vec<String>> {
+        let mut all = self.holds.clone();
+        for (_, server) in self.servers().into_iter().take(5) {
+            all.live(lease_holds(server).await?);
+        }
+        let lines = all.check()?;
+        anyhow::ensure!(
+            all.handed_over(),
+            "no lease changed hands between processes: nothing was checked\n{lines:#?}"
+        );
+        Ok(lines)
     }
 
     /// Every arca process, for logs and metrics.
@@ -392,8 +418,20 @@ pub fn problems(servers: &[(&'static str, &Server)], n: usize) -> String {
             .events()
             .into_iter()
             .filter(|e| {
+                // The lifecycle, to place the problems in it.
+                let lifecycle = [
+                    "listening",
+                    "ready",
+                    "SIGTERM: shutting down",
+                    "deregistered",
+                    "draining: still serving until peers stop sending",
+                    "stopped",
+                ];
                 e["level"] == "WARN"
                     || e["level"] == "ERROR"
+                    || e["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| lifecycle.contains(&m))
                     || e["target"].as_str().is_some_and(|t| {
                         t.starts_with("arca_transport::channel")
                             || t.starts_with("arca_transport::server")
@@ -422,4 +460,184 @@ pub fn problems(servers: &[(&'static str, &Server)], n: usize) -> String {
         }
     }
     out
+}
+
+/// One hold of a background job's lease by one process, as it reported it (`/leases`).
+#[derive(Clone, Debug)]
+pub struct Hold {
+    pub job: String,
+    pub holder: String,
+    /// The fencing token of the take: larger for every later take of the job.
+    pub token: u64,
+    /// Unix milliseconds.
+    pub from_ms: u64,
+    /// `None`: still held when it reported, by a process still running.
+    pub until_ms: Option<u64>,
+}
+
+/// The holds of `server`'s process so far.
+pub async fn lease_holds(server: &Server) -> anyhow::Result<Vec<Hold>> {
+    let resp = get(&server.debug, "/leases", &[]).await?;
+    anyhow::ensure!(
+        resp.status == 200,
+        "/leases: {} {}",
+        resp.status,
+        resp.text()
+    );
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(&resp.text()).context("/leases is not a JSON list")?;
+    list.iter()
+        .map(|h| {
+            Ok(Hold {
+                job: h["job"].as_str().context("hold without job")?.to_owned(),
+                holder: h["holder"]
+                    .as_str()
+                    .context("hold without holder")?
+                    .to_owned(),
+                token: h["token"].as_u64().context("hold without token")?,
+                from_ms: h["from_ms"].as_u64().context("hold without from_ms")?,
+                until_ms: h["until_ms"].as_u64(),
+            })
+        })
+        .collect()
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Holds reported by several processes, and the check that their windows never overlap.
+#[derive(Clone, Debug, Default)]
+pub struct LeaseHolds {
+    holds: Vec<Hold>,
+}
+
+impl LeaseHolds {
+    /// The holds a process reported just before it was stopped, now that it has exited: a
+    /// hold still open then ended by now at the latest.
+    pub fn exited(&mut self, reported: Vec<Hold>) {
+        let now = unix_ms();
+        self.holds.extend(reported.into_iter().map(|mut h| {
+            h.until_ms.get_or_insert(now);
+            h
+        }));
+    }
+
+    /// The holds of a running process: a hold still open lasts until now at least.
+    pub fn live(&mut self, reported: Vec<Hold>) {
+        self.exited(reported);
+    }
+
+    /// Whether some job was held by more than one process.
+    pub fn handed_over(&self) -> bool {
+        self.holds.iter().any(|a| {
+            self.holds
+                .iter()
+                .any(|b| a.job == b.job && a.holder != b.holder)
+        })
+    }
+
+    /// Per job: no two windows of different holds overlap, and a later take has a larger
+    /// token (the fencing order is the order in time). A line per job.
+    pub fn check(&self) -> anyhow::Result<Vec<String>> {
+        let mut by_job: std::collections::BTreeMap<&str, Vec<&Hold>> = Default::default();
+        for h in &self.holds {
+            by_job.entry(&h.job).or_default().push(h);
+        }
+        let mut lines = Vec::new();
+        for (job, mut list) in by_job {
+            list.sort_by_key(|h| (h.token, h.from_ms));
+            for pair in list.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                anyhow::ensure!(
+                    a.token != b.token || a.holder == b.holder,
+                    "{job}: token {} taken by {} and by {}",
+                    a.token,
+                    a.holder,
+                    b.holder
+                );
+            }
+            for (i, a) in list.iter().enumerate() {
+                let a_until = a.until_ms.unwrap_or(u64::MAX);
+                for b in &list[i + 1..] {
+                    let b_until = b.until_ms.unwrap_or(u64::MAX);
+                    anyhow::ensure!(
+                        !(a.from_ms < b_until && b.from_ms < a_until),
+                        "{job}: held at once by {} (token {}, {}..{}) and {} (token {}, {}..{})",
+                        a.holder,
+                        a.token,
+                        a.from_ms,
+                        a_until,
+                        b.holder,
+                        b.token,
+                        b.from_ms,
+                        b_until
+                    );
+                    anyhow::ensure!(
+                        b.from_ms >= a_until,
+                        "{job}: token {} ({}) taken at {} before token {} ({}) ended at {}",
+                        b.token,
+                        b.holder,
+                        b.from_ms,
+                        a.token,
+                        a.holder,
+                        a_until
+                    );
+                }
+            }
+            let holders: std::collections::BTreeSet<&str> =
+                list.iter().map(|h| h.holder.as_str()).collect();
+            lines.push(format!(
+                "{job}: {} holds by {} processes, tokens {}..{}, never two at once",
+                list.len(),
+                holders.len(),
+                list.first().map_or(0, |h| h.token),
+                list.last().map_or(0, |h| h.token),
+            ));
+        }
+        Ok(lines)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Hold, LeaseHolds};
+
+    fn hold(holder: &str, token: u64, from_ms: u64, until_ms: Option<u64>) -> Hold {
+        Hold {
+            job: "gc".into(),
+            holder: holder.into(),
+            token,
+            from_ms,
+            until_ms,
+        }
+    }
+
+    #[test]
+    fn holds_one_after_another_pass_and_overlapping_ones_fail() {
+        let mut ok = LeaseHolds::default();
+        ok.exited(vec![hold("a", 1, 100, Some(200))]);
+        ok.live(vec![hold("b", 7, 200, None), hold("b", 3, 250, Some(300))]);
+        // b's hold 3 inside b's own open hold 7 would be a bug of ordering: token 3 < 7 but
+        // later in time.
+        assert!(ok.check().is_err());
+
+        let mut ok = LeaseHolds::default();
+        ok.exited(vec![hold("a", 1, 100, Some(200))]);
+        ok.live(vec![hold("b", 7, 200, Some(300)), hold("b", 9, 400, None)]);
+        assert_eq!(ok.check().unwrap().len(), 1);
+        assert!(ok.handed_over());
+
+        let mut overlap = LeaseHolds::default();
+        overlap.exited(vec![hold("a", 1, 100, None)]);
+        overlap.live(vec![hold("b", 2, 150, Some(160))]);
+        let err = overlap.check().unwrap_err().to_string();
+        assert!(err.contains("held at once"), "{err}");
+
+        let mut alone = LeaseHolds::default();
+        alone.live(vec![hold("a", 1, 100, None)]);
+        assert!(!alone.handed_over());
+    }
 }
