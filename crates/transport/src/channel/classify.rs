@@ -46,6 +46,51 @@ pub(super) fn classify(err: &hyper::Error) -> Outcome {
     Outcome::Unknown
 }
 
+/// How an attempt failed, as far as the channel saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// No connection to the endpoint: nothing was sent.
+    Connect,
+    /// The connection handed the request back before writing any byte of it.
+    HandedBack,
+    /// The request went out; the exchange then failed, read by [`classify`].
+    Sent(Outcome),
+}
+
+/// Whether a failed attempt goes again to another endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Provably not processed and the body is still there to send: again, unbudgeted (it
+    /// adds no load to any server).
+    Again,
+    /// Maybe processed, but repeating it is harmless: again if the retry budget allows.
+    AgainIfBudgeted,
+    /// Answer the caller with the failure.
+    Fail,
+}
+
+/// The body of the request, as far as a retry cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BodyState {
+    /// It can be sent again from its start (kept whole, or not read yet).
+    pub can_replay: bool,
+    /// It is kept whole in memory: may go again even after a send that read some of it.
+    pub whole: bool,
+}
+
+/// The retry decision: what was proven not processed goes again whatever its method, as long
+/// as its body can be sent again; what may have been processed goes again only when it is
+/// idempotent and its body was kept whole, and only within the budget.
+pub(super) fn decide(failure: Failure, idempotent: bool, body: BodyState) -> Decision {
+    match failure {
+        Failure::Connect | Failure::HandedBack => Decision::Again,
+        Failure::Sent(Outcome::NotProcessed) if body.can_replay => Decision::Again,
+        Failure::Sent(Outcome::NotProcessed) => Decision::Fail,
+        Failure::Sent(Outcome::Unknown) if idempotent && body.whole => Decision::AgainIfBudgeted,
+        Failure::Sent(Outcome::Unknown) => Decision::Fail,
+    }
+}
+
 /// Methods a client may repeat with the effect of one request (RFC 9110 §9.2.2), and the
 /// WebDAV reads (PROPFIND, RFC 4918 §9.1; REPORT, RFC 3253 §3.6). gRPC calls are POSTs: the
 /// methods whose proto declares them idempotent are named in the retry policy.
@@ -259,6 +304,66 @@ mod tests {
         for t in tasks {
             assert_eq!(verdict(t).await, Some(Outcome::Unknown));
         }
+    }
+
+    const KEPT: BodyState = BodyState {
+        can_replay: true,
+        whole: true,
+    };
+    /// A streamed body (above `retry.max_buffered_body`) whose bytes went out: gone.
+    const SENT_STREAM: BodyState = BodyState {
+        can_replay: false,
+        whole: false,
+    };
+    /// A streamed body not read yet: it can start again, but not after a send that read it.
+    const UNREAD_STREAM: BodyState = BodyState {
+        can_replay: true,
+        whole: false,
+    };
+
+    #[test]
+    fn what_never_reached_a_server_goes_again_whatever_its_method_and_body() {
+        for failure in [Failure::Connect, Failure::HandedBack] {
+            for idempotent in [true, false] {
+                for body in [KEPT, SENT_STREAM, UNREAD_STREAM] {
+                    assert_eq!(
+                        decide(failure, idempotent, body),
+                        Decision::Again,
+                        "{failure:?} idempotent={idempotent} {body:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_or_above_goaway_stream_goes_again_unbudgeted_while_its_body_can() {
+        let not_processed = Failure::Sent(Outcome::NotProcessed);
+        for idempotent in [true, false] {
+            assert_eq!(decide(not_processed, idempotent, KEPT), Decision::Again);
+            assert_eq!(
+                decide(not_processed, idempotent, UNREAD_STREAM),
+                Decision::Again
+            );
+            // Its streamed bytes were read into the first attempt: nothing left to send.
+            assert_eq!(
+                decide(not_processed, idempotent, SENT_STREAM),
+                Decision::Fail
+            );
+        }
+    }
+
+    #[test]
+    fn what_may_have_been_processed_goes_again_only_if_idempotent_whole_and_budgeted() {
+        let unknown = Failure::Sent(Outcome::Unknown);
+        // A PUT or GET kept whole: again, within the budget.
+        assert_eq!(decide(unknown, true, KEPT), Decision::AgainIfBudgeted);
+        // A non-idempotent call (a POST, a MKCOL) after its bytes went out: never.
+        assert_eq!(decide(unknown, false, KEPT), Decision::Fail);
+        // An idempotent PUT whose streamed body was sent: never (the caller gets 503).
+        assert_eq!(decide(unknown, true, SENT_STREAM), Decision::Fail);
+        assert_eq!(decide(unknown, true, UNREAD_STREAM), Decision::Fail);
+        assert_eq!(decide(unknown, false, SENT_STREAM), Decision::Fail);
     }
 
     #[test]

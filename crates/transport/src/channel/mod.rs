@@ -48,7 +48,7 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use self::classify::{Outcome, classify, is_idempotent};
+use self::classify::{BodyState, Decision, Failure, Outcome, classify, decide, is_idempotent};
 use self::pool::{Pool, Slot, exchange};
 use self::replay::Replayable;
 use self::resume::{Again, Promise, Resuming};
@@ -322,6 +322,9 @@ impl Inner {
                         .increment(1);
                     self.failed(endpoint, &slot, &last_error);
                     first_failure.get_or_insert_with(|| endpoint.clone());
+                    if decide(Failure::Connect, idempotent, body_state(&body)) == Decision::Fail {
+                        break;
+                    }
                     continue;
                 }
             };
@@ -350,6 +353,11 @@ impl Inner {
                         // The connection refused the request before any byte of it was written.
                         body.put_back(unsent.into_body());
                         slot.reset(conn.id);
+                        if decide(Failure::HandedBack, idempotent, body_state(&body))
+                            == Decision::Fail
+                        {
+                            break;
+                        }
                         continue;
                     }
                     if let Some(why) = fault.get() {
@@ -357,16 +365,20 @@ impl Inner {
                         self.count(Some(endpoint), "caller-body", why, attempts);
                         return Err(caller_body(why));
                     }
-                    let again = match classify(e.error()) {
-                        // A refused stream or one above a GOAWAY: a server draining as it
-                        // should, or a connection given up before the request reached it.
-                        Outcome::NotProcessed => body.can_replay(),
-                        // Only these retries are budgeted: a request that never reached a
-                        // server adds no load to any.
-                        Outcome::Unknown => {
-                            self.failed(endpoint, &slot, &last_error);
-                            idempotent && body.is_whole() && self.budget.withdraw()
-                        }
+                    // A refused stream or one above a GOAWAY is a server draining as it
+                    // should, or a connection given up before the request reached it: not
+                    // the endpoint's failure.
+                    let outcome = classify(e.error());
+                    if outcome == Outcome::Unknown {
+                        self.failed(endpoint, &slot, &last_error);
+                    }
+                    let state = body_state(&body);
+                    // Only retries of what may have been processed are budgeted: a request
+                    // that never reached a server adds no load to any.
+                    let again = match decide(Failure::Sent(outcome), idempotent, state) {
+                        Decision::Again => true,
+                        Decision::AgainIfBudgeted => self.budget.withdraw(),
+                        Decision::Fail => false,
                     };
                     if again {
                         tracing::debug!(
@@ -495,4 +507,12 @@ fn random_unit() -> f64 {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let h = STATE.with(|s| s.hash_one(n));
     (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What the retry decision needs to know of a request's body.
+fn body_state(body: &Replayable) -> BodyState {
+    BodyState {
+        can_replay: body.can_replay(),
+        whole: body.is_whole(),
+    }
 }
