@@ -35,7 +35,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
-use crate::dav::{self, Depth};
+use crate::webdav::dav::{self, Depth};
 use crate::webdav::{
     Dav, Location, checksum_header, dav_error, grpc_error, internal, mtime_header,
 };

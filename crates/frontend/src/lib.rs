@@ -9,17 +9,17 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 mod apptokens;
+mod checksum;
 mod chunking;
-pub mod dav;
-mod drives;
+mod dates;
+mod failure;
 mod graph;
-mod groups;
-mod jail;
 mod ocs;
 mod public;
-mod shares;
 mod tus;
 mod webdav;
+
+pub use webdav::dav;
 
 /// The frontend service.
 pub struct Frontend;
@@ -27,25 +27,18 @@ pub struct Frontend;
 impl Service for Frontend {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
-            let dav = webdav::Dav::new(
-                ctx.channel("gateway"),
-                ctx.channel("storage-users"),
-                ctx.channel("storage-system"),
-            );
+            let dav = webdav::Dav::new(ctx.channel("gateway"), ctx.providers());
             let router = Router::new()
-                .route("/status.php", get(status))
+                .route(arca_proto::routes::STATUS, get(status))
                 .merge(webdav::routes(dav.clone()))
                 // Nextcloud's chunked uploads (/remote.php/dav/uploads/).
                 .merge(chunking::routes(dav.clone()))
                 // Public links and the OCS share API (the share jail lives in `webdav`).
                 .merge(public::routes(dav))
-                .merge(shares::routes(ctx.channel("gateway")))
-                .merge(tus::routes(ctx.channel("storage-users")))
+                .merge(tus::routes(ctx.channel(arca_proto::ids::HOME_PROVIDER)))
                 .merge(graph::routes(ctx.channel("gateway")))
-                .merge(groups::routes(ctx.channel("gateway")))
                 .merge(apptokens::routes(ctx.channel("gateway")))
-                .merge(ocs::routes(ctx.channel("gateway")))
-                .merge(drives::routes(ctx.channel("gateway")));
+                .merge(ocs::routes(ctx.channel("gateway")));
             ctx.set_ready();
             ctx.serve(router).await
         })

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use arca_proto::v1::sharing_client::SharingClient;
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::*;
-use arca_proto::{ErrorKind, principals};
+use arca_proto::{ErrorKind, principals, routes};
 use arca_runtime::Identity;
 use arca_transport::Channel;
 use arca_transport::context::CallContext;
@@ -31,23 +31,24 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
-use crate::dav;
+use crate::webdav::dav;
 use crate::webdav::{Dav, Location, dav_error, grpc_error};
+use arca_proto::headers::CLIENT_ADDR as CLIENT_ADDR_HEADER;
 
-/// The header the proxy puts the client's address in (it drops any the client sent).
-const CLIENT_ADDR_HEADER: &str = "x-arca-client-addr";
 /// `arca_sharing::RETRY_AFTER`: how long a throttled client waits.
 const RETRY_AFTER_METADATA: &str = "arca-retry-after";
-/// The OCS read bit: upload-only links lack it.
-const READ: u32 = 1;
+// Upload-only links lack the read bit.
+use arca_proto::sharing::perm::READ;
 
 pub(crate) fn routes(dav: Dav) -> axum::Router {
     use axum::routing::any;
     let state = Arc::new(dav);
+    // The roots are public (arca_proto::routes): the proxy lets them through unauthenticated.
+    let browser_root = routes::PUBLIC_LINK_BROWSER;
     let mut router = axum::Router::new()
-        .route("/s/{token}", any(browser))
-        .route("/s/{token}/", any(browser));
-    for root in ["/remote.php/dav/public-files", "/dav/public-files"] {
+        .route(&format!("{browser_root}/{{token}}"), any(browser))
+        .route(&format!("{browser_root}/{{token}}/"), any(browser));
+    for root in routes::PUBLIC_LINK_DAV {
         router = router
             .route(&format!("{root}/{{token}}"), any(webdav))
             .route(&format!("{root}/{{token}}/"), any(webdav))

@@ -11,7 +11,7 @@
 //! the replacement of the instance it began on. Extensions offered: creation, creation-with-upload, checksum (md5,
 //! sha1), expiration, termination.
 
-use arca_proto::ErrorKind;
+use arca_proto::headers::NODE as NODE_HEADER;
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::{GetHomeSpaceRequest, GetSpaceRequest, InitiateUploadRequest, Node};
 use arca_transport::Channel;
@@ -24,15 +24,11 @@ use http_body_util::BodyExt;
 use prost::Message as _;
 use tower::ServiceExt as _;
 
-use crate::dav;
-
 pub(crate) const VERSION: &str = "1.0.0";
 const EXTENSIONS: &str = "creation,creation-with-upload,checksum,expiration,termination";
 const CHECKSUM_ALGORITHMS: &str = "md5,sha1";
 /// TUS core: PATCH bodies (and creation-with-upload bodies) have this type.
 const OFFSET_STREAM: &str = "application/offset+octet-stream";
-/// How the committed node comes back from the provider's data path.
-const NODE_HEADER: &str = "x-arca-node";
 /// What the upload URL answers to.
 const UPLOAD_URL_ALLOW: &str = "OPTIONS, HEAD, PATCH, DELETE";
 
@@ -218,7 +214,7 @@ fn node_headers(h: &mut HeaderMap, node: &Node) {
         h.insert(HeaderName::from_static("oc-fileid"), v);
     }
     let secs = node.mtime_ns.div_euclid(1_000_000_000);
-    if let Ok(v) = HeaderValue::from_str(&dav::multistatus::last_modified_header(secs)) {
+    if let Ok(v) = HeaderValue::from_str(&crate::dates::last_modified_header(secs)) {
         h.insert(header::LAST_MODIFIED, v);
     }
     h.insert(
@@ -265,7 +261,7 @@ async fn to_provider(
         .await
         .map(|r| r.map(Body::new))
         .map_err(|e| {
-            let (status, message) = crate::webdav::transfer_failure(&e);
+            let (status, message) = crate::failure::transfer_failure(&e);
             let mut resp = error(status, message);
             if status == StatusCode::SERVICE_UNAVAILABLE {
                 resp.headers_mut().insert(
@@ -370,7 +366,7 @@ pub(crate) async fn create(
     // owncloudcmd announces the file's checksum as `checksum` = "SHA1 HEX" (CLIENT_PROTOCOL.md
     // §5a); an empty one is no checksum. Verified when the upload is committed.
     let checksum = match metadata_value(metadata, "checksum") {
-        Ok(Some(v)) => crate::webdav::checksum_value(&String::from_utf8_lossy(&v)),
+        Ok(Some(v)) => crate::checksum::checksum_value(&String::from_utf8_lossy(&v)),
         Ok(None) => String::new(),
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
@@ -406,11 +402,8 @@ pub(crate) async fn create(
     let transfer = match transfer {
         Ok(t) => t.into_inner(),
         Err(s) => {
-            let kind = ErrorKind::of(&s);
-            if kind == ErrorKind::Internal {
-                tracing::error!(error = %s.message(), "creating an upload failed");
-            }
-            return error(kind.http_status(), s.message());
+            let failure = crate::failure::Failure::of(&s);
+            return error(failure.status, failure.message);
         }
     };
     let Some(location) = location(h, req.uri(), &transfer.token) else {
@@ -454,10 +447,12 @@ pub(crate) async fn create(
     resp
 }
 
-/// The upload URL's routes: `/data/{token}`, outside any WebDAV root.
+/// The upload URL's routes: `/data/{token}`, outside any WebDAV root; public
+/// (`arca_proto::routes::UPLOAD_URLS`), as the token authorises by itself.
 pub(crate) fn routes(data: Channel) -> axum::Router {
+    let root = arca_proto::routes::UPLOAD_URLS;
     axum::Router::new()
-        .route("/data/{token}", axum::routing::any(upload_url))
+        .route(&format!("{root}/{{token}}"), axum::routing::any(upload_url))
         .with_state(data)
 }
 

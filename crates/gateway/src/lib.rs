@@ -4,18 +4,18 @@
 //! id (`PROVIDER$SPACE!NODE`), or to storage-users for the caller's own personal space, so
 //! routing costs no lookup. The caller's identity travels with the forwarded call and the
 //! provider checks it against the space on every call; the gateway refuses anonymous calls
-//! and operations spanning two providers before anything is forwarded. The `Users` API is
-//! forwarded to storage-system the same way, so the frontend has one API to call, and the
+//! and operations spanning two providers before anything is forwarded (the providers are
+//! `arca_proto::ids::PROVIDERS`). The `Users` API is forwarded to storage-system the same way, so the frontend has one API to call, and the
 //! `Sharing` API to the sharing service (`sharing`: it stats what is to be shared first).
 
 use arca_proto::ErrorKind;
-use arca_proto::ids::{parse_node_id, parse_space_id};
+use arca_proto::ids::{HOME_PROVIDER, parse_node_id, parse_space_id};
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::storage_server::{Storage, StorageServer};
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::users_server::{Users, UsersServer};
 use arca_proto::v1::*;
-use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
+use arca_runtime::{BoxFuture, Context, Providers, Service, ServiceError, caller};
 use arca_transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -25,15 +25,11 @@ mod sharing;
 /// The gateway service.
 pub struct Gateway;
 
-/// Where personal spaces live.
-const USERS_PROVIDER: &str = "storage-users";
-
 impl Service for Gateway {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let api = std::sync::Arc::new(GatewayApi {
-                users: ctx.channel("storage-users"),
-                system: ctx.channel("storage-system"),
+                providers: ctx.providers(),
             });
             let users = UsersApi {
                 system: ctx.channel("storage-system"),
@@ -42,8 +38,7 @@ impl Service for Gateway {
             let shares = sharing::SharingApi {
                 sharing: ctx.channel("sharing"),
                 storage: GatewayApi {
-                    users: ctx.channel("storage-users"),
-                    system: ctx.channel("storage-system"),
+                    providers: ctx.providers(),
                 },
             };
             let typed = tonic::service::Routes::new(StorageServer::from_arc(api.clone()))
@@ -59,17 +54,12 @@ impl Service for Gateway {
 }
 
 struct GatewayApi {
-    users: Channel,
-    system: Channel,
+    providers: Providers,
 }
 
 impl GatewayApi {
     fn channel(&self, name: &str) -> Channel {
-        if name == "storage-system" {
-            self.system.clone()
-        } else {
-            self.users.clone()
-        }
+        self.providers.get(name).clone()
     }
 
     fn provider(&self, name: &str) -> StorageClient<Channel> {
@@ -91,7 +81,7 @@ impl GatewayApi {
                 ErrorKind::NotFound.status(format!("no such space {:?}", r.space_id))
             });
         }
-        Ok(USERS_PROVIDER)
+        Ok(HOME_PROVIDER)
     }
 
     fn same_provider(a: Option<&Ref>, b: Option<&Ref>) -> Result<&'static str, Status> {
@@ -123,7 +113,7 @@ impl Storage for GatewayApi {
         &self,
         req: Request<GetHomeSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
-        forward!(self, req, get_home_space, USERS_PROVIDER)
+        forward!(self, req, get_home_space, HOME_PROVIDER)
     }
 
     async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
@@ -137,14 +127,14 @@ impl Storage for GatewayApi {
         &self,
         req: Request<ListSpacesRequest>,
     ) -> Result<Response<ListSpacesResponse>, Status> {
-        forward!(self, req, list_spaces, USERS_PROVIDER)
+        forward!(self, req, list_spaces, HOME_PROVIDER)
     }
 
     async fn create_space(
         &self,
         req: Request<CreateSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
-        forward!(self, req, create_space, USERS_PROVIDER)
+        forward!(self, req, create_space, HOME_PROVIDER)
     }
 
     async fn update_space(
@@ -244,28 +234,28 @@ impl Storage for GatewayApi {
         req: Request<CreateUploadFolderRequest>,
     ) -> Result<Response<UploadFolder>, Status> {
         // Upload folders are storage-users': a user's uploads, wherever they end up.
-        forward!(self, req, create_upload_folder, USERS_PROVIDER)
+        forward!(self, req, create_upload_folder, HOME_PROVIDER)
     }
 
     async fn list_upload_folders(
         &self,
         req: Request<ListUploadFoldersRequest>,
     ) -> Result<Response<ListUploadFoldersResponse>, Status> {
-        forward!(self, req, list_upload_folders, USERS_PROVIDER)
+        forward!(self, req, list_upload_folders, HOME_PROVIDER)
     }
 
     async fn delete_upload_folder(
         &self,
         req: Request<DeleteUploadFolderRequest>,
     ) -> Result<Response<DeleteUploadFolderResponse>, Status> {
-        forward!(self, req, delete_upload_folder, USERS_PROVIDER)
+        forward!(self, req, delete_upload_folder, HOME_PROVIDER)
     }
 
     async fn initiate_chunk(
         &self,
         req: Request<InitiateChunkRequest>,
     ) -> Result<Response<Transfer>, Status> {
-        forward!(self, req, initiate_chunk, USERS_PROVIDER)
+        forward!(self, req, initiate_chunk, HOME_PROVIDER)
     }
 
     async fn initiate_download(

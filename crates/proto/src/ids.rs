@@ -3,8 +3,13 @@
 //! names the storage service that holds the space, so the gateway routes by id alone, with no
 //! lookup.
 
-/// Storage services a space id may name; anything else is not a valid id.
-pub const PROVIDERS: [&str; 2] = ["storage-users", "storage-system"];
+/// Storage services a space id may name; anything else is not a valid id. The one list of
+/// storage providers: the gateway and the frontend route to these (storage-system keeps
+/// users, groups and share records, no files, so it is none).
+pub const PROVIDERS: [&str; 1] = [HOME_PROVIDER];
+
+/// Where personal spaces live.
+pub const HOME_PROVIDER: &str = "storage-users";
 
 /// `PROVIDER$SPACE`.
 pub fn space_id(provider: &str, space: &str) -> String {
@@ -49,6 +54,7 @@ mod tests {
     #[test]
     fn unknown_providers_and_garbage_are_refused() {
         assert_eq!(parse_space_id("gateway$ab"), None);
+        assert_eq!(parse_space_id("storage-system$ab"), None);
         assert_eq!(parse_space_id("storage-users$"), None);
         assert_eq!(parse_node_id("storage-users$ab"), None);
         assert_eq!(parse_node_id("storage-users$ab!"), None);

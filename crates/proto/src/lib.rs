@@ -1,9 +1,14 @@
 //! arca-proto: the gRPC protocol between arca's services, generated from `proto/` at build
-//! time, and the one mapping of error kinds to gRPC and HTTP statuses ([`ErrorKind`]).
+//! time, the one mapping of error kinds to gRPC and HTTP statuses ([`ErrorKind`]), and the
+//! words several services share: resource ids ([`ids`]), principals, the public HTTP paths
+//! ([`routes`]), permission bits, share types and states and roles ([`sharing`]).
 
 mod error;
+pub mod headers;
 pub mod ids;
 pub mod principals;
+pub mod routes;
+pub mod sharing;
 
 pub use error::ErrorKind;
 

@@ -68,7 +68,7 @@ pub(crate) struct Authenticator {
     users: Channel,
     signer: TokenSigner,
     cache: CredentialCache,
-    throttle: crate::throttle::Throttle,
+    throttle: arca_runtime::Throttle,
     /// `proxy.auth.basic`: false takes only app tokens as the Basic secret.
     passwords: bool,
     /// Concurrent requests of one credential that miss the cache (a sync client opening its
@@ -232,7 +232,7 @@ impl Authenticator {
     pub(crate) fn new(
         users: Channel,
         signer: TokenSigner,
-        throttle: crate::throttle::Throttle,
+        throttle: arca_runtime::Throttle,
         passwords: bool,
         shutdown: CancellationToken,
     ) -> (Self, FeedFollower) {

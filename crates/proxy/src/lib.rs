@@ -15,11 +15,12 @@ mod cors;
 mod limits;
 mod linger;
 mod oidc;
-mod throttle;
 pub mod tls;
 
 use std::time::Instant;
 
+use arca_proto::headers::CLIENT_ADDR as CLIENT_ADDR_HEADER;
+use arca_proto::routes;
 use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
 use arca_transport::context::{IDENTITY_HEADER, REQUEST_ID_HEADER};
 use arca_transport::{CallFailure, Channel, Endpoint};
@@ -32,7 +33,7 @@ use tower::ServiceExt;
 /// The proxy service; `public` is where it listens for clients (`proxy.http.addr`).
 pub struct Proxy {
     public: Endpoint,
-    throttle: throttle::Throttle,
+    throttle: arca_runtime::Throttle,
     /// How the public listener is served; an error here was already reported by [`check`]
     /// before anything bound, so `run` only repeats it.
     edge: Result<arca_transport::ServeOptions, String>,
@@ -47,7 +48,7 @@ impl Proxy {
     pub fn new(config: &arca_config::Config) -> Self {
         Self {
             public: Endpoint::Tcp(config.proxy.http.addr.clone()),
-            throttle: throttle::Throttle::new(
+            throttle: arca_runtime::Throttle::new(
                 config.proxy.auth.max_failures,
                 config.proxy.auth.window,
             ),
@@ -144,48 +145,19 @@ struct ProxyState {
     https: bool,
 }
 
-/// Paths anyone may reach: clients read them before they log in.
-fn is_anonymous(path: &str) -> bool {
-    path == "/status.php"
-        // OCS capabilities: oCIS answers them without authentication (nothing in them is
-        // about the caller); every other OCS path stays authenticated.
-        || path == "/ocs/v1.php/cloud/capabilities"
-        || path == "/ocs/v2.php/cloud/capabilities"
-        // Upload URLs (TUS `Location`): the signed token in the path authorises by itself, as
-        // in oCIS; clients may or may not send their credentials along.
-        || path.starts_with("/data/")
-        || is_public_link(path)
-}
-
-/// Public links: the token in the path is the credential. A link's password comes as HTTP
-/// Basic with any user name (as ownCloud clients send it), which is no login: it goes to the
-/// frontend untouched, and the sharing service checks it and throttles wrong ones.
-fn is_public_link(path: &str) -> bool {
-    path.starts_with("/s/")
-        || path.starts_with("/remote.php/dav/public-files/")
-        || path.starts_with("/dav/public-files/")
-}
-
-/// Paths whose next segment is a capability: whoever knows it holds the upload (TUS) or the
-/// public link, so logs must not keep it whole.
-const CAPABILITY_ROOTS: [&str; 4] = [
-    "/data/",
-    "/s/",
-    "/remote.php/dav/public-files/",
-    "/dav/public-files/",
-];
 /// Characters of a capability token the access log keeps: enough to tell requests for
 /// different links apart, far too few to use.
 const LOGGED_TOKEN_CHARS: usize = 4;
 
-/// `path` as the access log may show it: the token segment after a [`CAPABILITY_ROOTS`] entry
-/// becomes its first [`LOGGED_TOKEN_CHARS`] characters and "…" (a short one only "…", so no
-/// token is ever logged whole).
+/// `path` as the access log may show it: the token segment under a capability root
+/// ([`routes::CAPABILITY_ROOTS`]) becomes its first [`LOGGED_TOKEN_CHARS`] characters and "…"
+/// (a short one only "…", so no token is ever logged whole).
 fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
-    let Some(root) = CAPABILITY_ROOTS.iter().find(|r| path.starts_with(*r)) else {
+    let Some(root) = routes::capability_root(path) else {
         return path.into();
     };
-    let rest = &path[root.len()..];
+    // `capability_root` vouches for the `/` after the root.
+    let rest = &path[root.len() + 1..];
     let (token, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if token.is_empty() {
         return path.into();
@@ -198,12 +170,8 @@ fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
     } else {
         ""
     };
-    format!("{root}{keep}…{tail}").into()
+    format!("{root}/{keep}…{tail}").into()
 }
-
-/// The client's address as the proxy saw it, for the frontend (public links throttle wrong
-/// passwords per address). Only the proxy sets it: a client's own value is dropped.
-const CLIENT_ADDR_HEADER: &str = "x-arca-client-addr";
 
 async fn forward(State(state): State<ProxyState>, mut req: Request) -> Response {
     let start = Instant::now();
@@ -278,7 +246,7 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
     }
 
-    if !is_anonymous(path) {
+    if !routes::is_anonymous(path) {
         let authorization = req.headers().get(header::AUTHORIZATION);
         let peer = req
             .extensions()

@@ -17,7 +17,7 @@
 //! changed in arca is refused (or re-read) on the very next request, and while the feed is
 //! down nothing is cached. No token is ever logged.
 //!
-//! Refused tokens count as failed logins ([`crate::throttle`]): per client address always,
+//! Refused tokens count as failed logins ([`arca_runtime::Throttle`]): per client address always,
 //! and per user only once the signature proved the provider named that user (otherwise
 //! anyone could lock any account out with unsigned garbage naming it).
 
@@ -40,7 +40,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::CredentialCache;
-use crate::throttle::Throttle;
+use arca_runtime::Throttle;
 
 /// Clock skew tolerated on `exp` and `nbf`.
 const LEEWAY: u64 = 30;
@@ -564,7 +564,9 @@ impl Inner {
             .parse()
             .map_err(|_| tonic::Status::internal("identity token encoding"))?;
         // The metadata key is the identity header the channel would otherwise fill in.
-        request.metadata_mut().insert("x-arca-identity", value);
+        request
+            .metadata_mut()
+            .insert(arca_transport::context::IDENTITY, value);
         f(UsersClient::new(self.users.clone()), request)
             .await
             .map(tonic::Response::into_inner)

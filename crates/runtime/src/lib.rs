@@ -20,6 +20,7 @@ mod service;
 mod shutdown;
 mod supervisor;
 pub mod telemetry;
+mod throttle;
 mod token;
 pub mod worker;
 
@@ -27,9 +28,10 @@ pub use health::{Health, Report};
 pub use layers::{Caller, caller};
 pub use lease::{Lease, LeaseGuard, Leases};
 pub use limit::{Flight, Limiter, Limits, SingleFlight};
-pub use service::{Context, Entry, Service, ServiceError};
+pub use service::{Context, Entry, Providers, Service, ServiceError};
 pub use shutdown::Shutdown;
 pub use supervisor::{Outcome, StartError, Supervisor};
+pub use throttle::Throttle;
 pub use token::{IDENTITY_PURPOSE, Identity, Login, TokenError, TokenSigner};
 pub use worker::{Schedule, State as WorkerState, Worker};
 

@@ -6,7 +6,7 @@
 //! hash would hold a blocking-pool thread and 19 MiB (512 threads, ~10 GiB) while the CPU,
 //! which sets their speed anyway, is already busy. Bounded, they queue as cheap futures.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
@@ -33,6 +33,37 @@ async fn bounded<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|_| PasswordError::Task)
+}
+
+impl From<PasswordError> for tonic::Status {
+    fn from(e: PasswordError) -> Self {
+        arca_proto::ErrorKind::Internal.status(e.to_string())
+    }
+}
+
+/// A hash no password matches, checked when there is no real one (an unknown user, a user or
+/// link without a password), so that a miss takes as long as a wrong password: how long a
+/// refusal took tells an attacker nothing about which accounts or links exist.
+#[derive(Clone, Debug)]
+pub struct Decoy(Arc<str>);
+
+impl Decoy {
+    /// A decoy hashed from a fresh random secret, made once per service start.
+    pub async fn new() -> Result<Self, PasswordError> {
+        Ok(Decoy(hash(arca_config::generate_secret(16)).await?.into()))
+    }
+
+    /// Whether `password` matches `stored`; with nothing stored, false after as long as a
+    /// wrong password takes.
+    pub async fn verify(&self, password: String, stored: Option<&str>) -> bool {
+        match stored {
+            Some(stored) => verify(password, stored.to_owned()).await,
+            None => {
+                verify(password, self.0.to_string()).await;
+                false
+            }
+        }
+    }
 }
 
 /// A PHC string of `password` under a fresh salt from the OS random source.

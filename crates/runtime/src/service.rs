@@ -99,6 +99,18 @@ impl Context {
         self.clients.channel(service)
     }
 
+    /// A channel to each storage provider ([`arca_proto::ids::PROVIDERS`]), by the name a
+    /// resource id carries.
+    pub fn providers(&self) -> Providers {
+        Providers {
+            home: self.channel(arca_proto::ids::HOME_PROVIDER),
+            all: arca_proto::ids::PROVIDERS
+                .iter()
+                .map(|name| (*name, self.channel(name)))
+                .collect(),
+        }
+    }
+
     /// Signs and verifies identity tokens and transfer grants with the process's secret.
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
@@ -226,4 +238,22 @@ impl Context {
 
 fn annotate(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// The storage providers' channels, by provider name (see [`Context::providers`]).
+#[derive(Clone)]
+pub struct Providers {
+    home: Channel,
+    all: Vec<(&'static str, Channel)>,
+}
+
+impl Providers {
+    /// The channel of `provider`. Resource ids are parsed against the same list, so a parsed
+    /// id always names one; any other name gets the home provider's.
+    pub fn get(&self, provider: &str) -> &Channel {
+        self.all
+            .iter()
+            .find(|(n, _)| *n == provider)
+            .map_or(&self.home, |(_, c)| c)
+    }
 }

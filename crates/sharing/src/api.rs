@@ -2,7 +2,6 @@
 //! users and groups come from its `Users` API; every answer is computed from them afresh.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
@@ -17,7 +16,9 @@ use arca_transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::perms::{self, PermError};
-use crate::throttle::Throttle;
+use arca_runtime::Throttle;
+use arca_runtime::password::Decoy;
+use arca_transport::context::IDENTITY as IDENTITY_METADATA;
 
 /// How long the identity a public link hands out lasts: one request's worth, with room for a
 /// slow upload to start. Revocation does not wait for it: providers ask `Grants` on every call.
@@ -27,14 +28,7 @@ const SERVICE_TTL: Duration = Duration::from_secs(60);
 /// Metadata telling the frontend how long a throttled client must wait (it answers 429).
 pub const RETRY_AFTER: &str = "arca-retry-after";
 
-/// `arca_transport::context::IDENTITY_HEADER` as tonic metadata wants it (a static str); an
-/// identity set on the request wins over the one the call context would add.
-const IDENTITY_METADATA: &str = "x-arca-identity";
-
-/// Recipient states, as OCS numbers them.
-const ACCEPTED: i32 = 0;
-const PENDING: i32 = 1;
-const DECLINED: i32 = 2;
+use arca_proto::sharing::share_state::{ACCEPTED, DECLINED, PENDING};
 
 pub(crate) struct SharingApi {
     pub(crate) system: Channel,
@@ -44,7 +38,7 @@ pub(crate) struct SharingApi {
     pub(crate) throttle: Throttle,
     /// Hashes a wrong-link-token request checks against, so a missing link costs what a
     /// wrong password does (no timing oracle for valid tokens with passwords).
-    pub(crate) decoy: Arc<str>,
+    pub(crate) decoy: Decoy,
 }
 
 fn now_secs() -> i64 {
@@ -65,14 +59,8 @@ fn perm_status(e: PermError) -> Status {
 }
 
 /// argon2id, as storage-system hashes user passwords (see [`arca_runtime::password`]).
-pub(crate) async fn hash_password(password: String) -> Result<String, Status> {
-    arca_runtime::password::hash(password)
-        .await
-        .map_err(|e| ErrorKind::Internal.status(e.to_string()))
-}
-
-async fn verify_password(password: String, hash: String) -> bool {
-    arca_runtime::password::verify(password, hash).await
+async fn hash_password(password: String) -> Result<String, Status> {
+    Ok(arca_runtime::password::hash(password).await?)
 }
 
 /// Who a record is for, from one caller's point of view.
@@ -740,7 +728,7 @@ impl Sharing for SharingApi {
         // opens whatever the address did before, so one client's bad guesses elsewhere do not
         // lock it out of links it was given.
         let throttled = || {
-            self.throttle.wait(&keys).map(|wait| {
+            self.throttle.blocked(&keys).map(|wait| {
                 let secs = wait.as_secs().max(1);
                 let mut status = ErrorKind::Unavailable
                     .status(format!("too many wrong guesses, retry in {secs}s"));
@@ -771,7 +759,7 @@ impl Sharing for SharingApi {
                 }
                 // As long as a wrong password would take, and counted like one.
                 if !q.password.is_empty() {
-                    let _ = verify_password(q.password, self.decoy.to_string()).await;
+                    self.decoy.verify(q.password, None).await;
                 }
                 self.throttle.failed(&keys);
                 return Err(not_found());
@@ -788,7 +776,7 @@ impl Sharing for SharingApi {
             if q.password.is_empty() {
                 return Err(ErrorKind::Unauthenticated.status("the link needs a password"));
             }
-            if !verify_password(q.password, r.password_hash.clone()).await {
+            if !arca_runtime::password::verify(q.password, r.password_hash.clone()).await {
                 self.throttle.failed(&keys);
                 return Err(ErrorKind::Unauthenticated.status("wrong password"));
             }

@@ -14,9 +14,6 @@
 
 mod api;
 mod perms;
-mod throttle;
-
-use std::sync::Arc;
 
 use arca_proto::v1::sharing_server::SharingServer;
 use arca_runtime::events::Outbox;
@@ -42,11 +39,11 @@ impl Service for Sharing {
                 signer: ctx.signer().clone(),
                 auto_accept: config.sharing.auto_accept,
                 events,
-                throttle: throttle::Throttle::new(
+                throttle: arca_runtime::Throttle::new(
                     config.proxy.auth.max_failures,
                     config.proxy.auth.window,
                 ),
-                decoy: Arc::from(api::hash_password(arca_config::generate_secret(16)).await?),
+                decoy: arca_runtime::password::Decoy::new().await?,
             };
             // The audit trail, read as group "sharing": once per event however many
             // sharing replicas run.

@@ -1,20 +1,11 @@
-//! OCS permission bits and the rules for which permissions a share may carry.
+//! The rules for which permissions a share may carry.
 //!
-//! The bits are ownCloud's (1 read, 2 update, 4 create, 8 delete, 16 share). A grant's
-//! bits apply to the shared node and everything below it, except that a recipient never
-//! deletes (or moves away) the shared node itself: unsharing is the owner's.
+//! The bits and share types are arca_proto's ([`arca_proto::sharing`]). A grant's bits apply
+//! to the shared node and everything below it, except that a recipient never deletes (or
+//! moves away) the shared node itself: unsharing is the owner's.
 
-pub const READ: u32 = 1;
-pub const UPDATE: u32 = 2;
-pub const CREATE: u32 = 4;
-pub const DELETE: u32 = 8;
-pub const SHARE: u32 = 16;
-pub const ALL: u32 = READ | UPDATE | CREATE | DELETE | SHARE;
-
-/// OCS share types.
-pub const USER: i32 = 0;
-pub const GROUP: i32 = 1;
-pub const LINK: i32 = 3;
+pub(crate) use arca_proto::sharing::perm::{ALL, CREATE, DELETE, READ, SHARE};
+pub(crate) use arca_proto::sharing::share_type::{GROUP, LINK, USER};
 
 /// Why a permission set was refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

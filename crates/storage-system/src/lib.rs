@@ -16,8 +16,6 @@ pub mod local;
 mod shares;
 mod users;
 
-use std::sync::Arc;
-
 use arca_proto::v1::users_server::UsersServer;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
 use arca_store::{Store, StoreConfig, StoreError};
@@ -40,7 +38,7 @@ impl Service for StorageSystem {
             ctx.spawn_worker(credentials::Pruner(store.clone()));
             let api = users::UsersApi {
                 store: store.clone(),
-                decoy: Arc::from(users::hash_password(arca_config::generate_secret(16)).await?),
+                decoy: arca_runtime::password::Decoy::new().await?,
                 feed,
                 signer: ctx.signer().clone(),
             };

@@ -5,7 +5,6 @@
 //! token revoked, a membership) answers only after the proxies acknowledged the change (see
 //! `credentials`), so the caller's next request is judged by the new state.
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arca_proto::ErrorKind;
@@ -26,7 +25,7 @@ pub(crate) struct UsersApi {
     pub(crate) store: Store,
     /// A hash to verify against when the user does not exist, so that a wrong user name costs
     /// the same time as a wrong password and does not reveal which names exist.
-    pub(crate) decoy: Arc<str>,
+    pub(crate) decoy: arca_runtime::password::Decoy,
     pub(crate) feed: Feed,
     pub(crate) signer: TokenSigner,
 }
@@ -92,13 +91,7 @@ pub(crate) const NO_PASSWORD: &str = "!";
 
 /// argon2id, bounded to one computation per core (see [`arca_runtime::password`]).
 pub(crate) async fn hash_password(password: String) -> Result<String, Status> {
-    arca_runtime::password::hash(password)
-        .await
-        .map_err(|e| ErrorKind::Internal.status(e.to_string()))
-}
-
-async fn verify_password(password: String, hash: String) -> bool {
-    arca_runtime::password::verify(password, hash).await
+    Ok(arca_runtime::password::hash(password).await?)
 }
 
 pub(crate) fn valid_username(name: &str) -> bool {
@@ -178,12 +171,9 @@ impl Users for UsersApi {
                 }
                 // A user without a password is checked against the decoy (same time as a
                 // wrong password) and refused whatever was sent.
-                let has_password = user.password_hash != NO_PASSWORD;
-                let hash = match has_password {
-                    true => user.password_hash.clone(),
-                    false => self.decoy.to_string(),
-                };
-                if verify_password(r.password, hash).await && has_password {
+                let stored =
+                    (user.password_hash != NO_PASSWORD).then_some(user.password_hash.as_str());
+                if self.decoy.verify(r.password, stored).await {
                     Ok(Response::new(self.with_groups(&user).await?))
                 } else {
                     Err(refused())
@@ -191,7 +181,7 @@ impl Users for UsersApi {
             }
             Err(StoreError::NotFound) => {
                 if !r.app_tokens_only {
-                    let _ = verify_password(r.password, self.decoy.to_string()).await;
+                    self.decoy.verify(r.password, None).await;
                 }
                 Err(refused())
             }

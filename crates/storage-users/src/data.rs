@@ -18,8 +18,7 @@ use prost::Message as _;
 use crate::provider::{
     DOWNLOAD_PURPOSE, DownloadGrant, Provider, UPLOAD_PURPOSE, UploadGrant, mtime,
 };
-
-pub(crate) const NODE_HEADER: &str = "x-arca-node";
+pub(crate) use arca_proto::headers::NODE as NODE_HEADER;
 
 fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
     (status, format!("{message}\n")).into_response()

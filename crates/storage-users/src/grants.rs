@@ -18,11 +18,7 @@ use tonic::Status;
 
 use crate::convert::status;
 
-pub(crate) const READ: u32 = 1;
-pub(crate) const UPDATE: u32 = 2;
-pub(crate) const CREATE: u32 = 4;
-pub(crate) const DELETE: u32 = 8;
-pub(crate) const ALL: u32 = 31;
+pub(crate) use arca_proto::sharing::perm::{ALL, CREATE, DELETE, READ, UPDATE};
 
 /// What the caller may do in one space.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,9 @@ use opentelemetry::propagation::{Extractor, Injector};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The identity the proxy vouched for, as a signed token (verified by each service).
-pub const IDENTITY_HEADER: HeaderName = HeaderName::from_static("x-arca-identity");
+pub const IDENTITY_HEADER: HeaderName = HeaderName::from_static(IDENTITY);
+/// [`IDENTITY_HEADER`]'s name as a static str, the key tonic metadata takes.
+pub const IDENTITY: &str = "x-arca-identity";
 /// Correlates log lines of one client request across every hop.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 /// W3C trace context: `00-TRACE_ID-PARENT_ID-FLAGS`.

@@ -25,8 +25,10 @@ use arca_transport::Channel;
 use axum::response::Response;
 use http::StatusCode;
 
-use crate::dav;
-use crate::webdav::{Location, dav_error, grpc_error};
+use arca_proto::sharing::{perm, share_state};
+
+use super::dav;
+use super::{Location, dav_error, grpc_error};
 
 /// The name of the folder shares are mounted under in the caller's home.
 pub(crate) const SHARES: &str = "Shares";
@@ -169,7 +171,7 @@ async fn accepted(gateway: &Channel) -> Result<Vec<Share>, tonic::Status> {
             shared_with_me: true,
             node_id: String::new(),
             reshares: false,
-            state: 0,
+            state: share_state::ACCEPTED,
             skip_names: true,
         })
         .await?
@@ -271,20 +273,20 @@ pub(crate) fn dav_permissions(n: &Node) -> String {
     }
     let bits = n.shared_permissions;
     let mut s = String::from("S");
-    if bits & 16 != 0 {
+    if bits & perm::SHARE != 0 {
         s.push('R');
     }
-    if bits & 8 != 0 {
+    if bits & perm::DELETE != 0 {
         s.push('D');
     }
-    if bits & 2 != 0 {
+    if bits & perm::UPDATE != 0 {
         s.push_str("NV");
     }
     if n.is_dir {
-        if bits & 4 != 0 {
+        if bits & perm::CREATE != 0 {
             s.push_str("CK");
         }
-    } else if bits & 2 != 0 {
+    } else if bits & perm::UPDATE != 0 {
         s.push('W');
     }
     s
@@ -300,7 +302,7 @@ pub(crate) async fn share_types(
             shared_with_me: false,
             node_id: String::new(),
             reshares: true,
-            state: -1,
+            state: share_state::ANY,
             skip_names: true,
         })
         .await?

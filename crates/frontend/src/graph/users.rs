@@ -19,7 +19,9 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub(crate) fn routes(gateway: Channel) -> axum::Router {
+use super::{error, grpc_error, parse, user_json};
+
+pub(super) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route("/graph/v1.0/me", get(me))
         .route("/graph/v1.0/users", get(list).post(create))
@@ -28,53 +30,6 @@ pub(crate) fn routes(gateway: Channel) -> axum::Router {
             get(read).patch(update).delete(remove),
         )
         .with_state(gateway)
-}
-
-/// libregraph's error shape: `{"error":{"code":…,"message":…}}`.
-pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        Json(json!({"error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-pub(crate) fn grpc_error(s: tonic::Status) -> Response {
-    let kind = ErrorKind::of(&s);
-    let code = match kind {
-        ErrorKind::NotFound => "itemNotFound",
-        ErrorKind::AlreadyExists => "nameAlreadyExists",
-        ErrorKind::PermissionDenied => "accessDenied",
-        ErrorKind::Unauthenticated => "unauthenticated",
-        ErrorKind::InvalidArgument => "invalidRequest",
-        _ => "generalException",
-    };
-    let status = match kind {
-        // Graph answers 409 for a taken name, not WebDAV's 405.
-        ErrorKind::AlreadyExists => StatusCode::CONFLICT,
-        other => other.http_status(),
-    };
-    error(status, code, s.message())
-}
-
-pub(crate) fn user_json(u: &User) -> Value {
-    json!({
-        "id": u.id,
-        "displayName": u.display_name,
-        "mail": u.mail,
-        "onPremisesSamAccountName": u.username,
-        "userType": "Member",
-    })
-}
-
-pub(crate) fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalidRequest",
-            &format!("request body: {e}"),
-        )
-    })
 }
 
 /// `GET /graph/v1.0/me`, with the caller's groups under `memberOf` for `$expand=memberOf`.
@@ -88,8 +43,8 @@ async fn me(State(gw): State<Channel>, Caller(who): Caller, RawQuery(query): Raw
     {
         Ok(u) => {
             let mut body = user_json(&u.into_inner());
-            if crate::groups::expands(query.as_deref(), "memberOf") {
-                match crate::groups::member_of(&gw, &who.id).await {
+            if super::groups::expands(query.as_deref(), "memberOf") {
+                match super::groups::member_of(&gw, &who.id).await {
                     Ok(groups) => body["memberOf"] = Value::Array(groups),
                     Err(r) => return r,
                 }

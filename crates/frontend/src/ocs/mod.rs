@@ -24,7 +24,9 @@ use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
-use crate::dav::escape::{escape_attr, escape_text};
+use crate::webdav::dav::escape::{escape_attr, escape_text};
+
+mod shares;
 
 /// OCS status codes (`meta.statuscode`), as reva defines them.
 // The whole set is here for the OCS APIs built on this module; not every code is used yet.
@@ -92,9 +94,10 @@ impl Ocs {
         render(self.version, self.format, status, message, &Value::Null)
     }
 
-    /// Failure from a gRPC status, by its error kind.
+    /// Failure from a gRPC status, by its error kind (the shared mapping, [`crate::failure`]).
     pub(crate) fn status(self, s: &tonic::Status) -> Response {
-        let status = match ErrorKind::of(s) {
+        let failure = crate::failure::Failure::of(s);
+        let status = match failure.kind {
             ErrorKind::NotFound => code::NOT_FOUND,
             ErrorKind::Unauthenticated => code::UNAUTHORISED,
             ErrorKind::PermissionDenied => code::FORBIDDEN,
@@ -107,7 +110,7 @@ impl Ocs {
                 code::SERVER_ERROR
             }
         };
-        self.error(status, s.message())
+        self.error(status, &failure.message)
     }
 }
 
@@ -226,16 +229,19 @@ fn is_xml_name(name: &str) -> bool {
 }
 
 pub(crate) fn routes(gateway: Channel) -> axum::Router {
+    let [capabilities_v1, capabilities_v2] = arca_proto::routes::CAPABILITIES;
     axum::Router::new()
-        .route("/ocs/v1.php/cloud/capabilities", get(capabilities))
-        .route("/ocs/v2.php/cloud/capabilities", get(capabilities))
+        // Public (arca_proto::routes): the proxy lets them through unauthenticated.
+        .route(capabilities_v1, get(capabilities))
+        .route(capabilities_v2, get(capabilities))
         .route("/ocs/v1.php/cloud/user", get(user))
         .route("/ocs/v2.php/cloud/user", get(user))
         .route(NOTIFICATIONS_V1, get(notifications))
         .route(NOTIFICATIONS_V2, get(notifications))
         .route("/ocs/v1.php/{*rest}", any(unknown))
         .route("/ocs/v2.php/{*rest}", any(unknown))
-        .with_state(gateway)
+        .with_state(gateway.clone())
+        .merge(shares::routes(gateway))
 }
 
 const NOTIFICATIONS_V1: &str = "/ocs/v1.php/apps/notifications/api/v1/notifications";

@@ -26,7 +26,10 @@ use http::{HeaderMap, StatusCode, Uri, header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-pub(crate) fn routes(gateway: Channel) -> axum::Router {
+use super::{error, grpc_error, parse};
+use crate::dates::civil_from_days;
+
+pub(super) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route("/graph/v1.0/me/drives", get(my_drives))
         .route("/graph/v1.0/drives", get(all_drives).post(create))
@@ -37,44 +40,8 @@ pub(crate) fn routes(gateway: Channel) -> axum::Router {
         .with_state(gateway)
 }
 
-/// libregraph's error shape: `{"error":{"code":…,"message":…}}`.
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        Json(json!({"error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-fn grpc_error(s: tonic::Status) -> Response {
-    let kind = ErrorKind::of(&s);
-    let code = match kind {
-        ErrorKind::NotFound => "itemNotFound",
-        ErrorKind::AlreadyExists => "nameAlreadyExists",
-        ErrorKind::PermissionDenied => "accessDenied",
-        ErrorKind::Unauthenticated => "unauthenticated",
-        ErrorKind::InvalidArgument => "invalidRequest",
-        _ => "generalException",
-    };
-    let status = match kind {
-        ErrorKind::AlreadyExists => StatusCode::CONFLICT,
-        other => other.http_status(),
-    };
-    error(status, code, s.message())
-}
-
 fn forbidden(message: &str) -> Response {
     error(StatusCode::FORBIDDEN, "accessDenied", message)
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalidRequest",
-            &format!("request body: {e}"),
-        )
-    })
 }
 
 /// `scheme://host` of the request, for absolute URLs in answers; empty (so URLs stay
@@ -117,21 +84,6 @@ fn rfc3339(ns: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-/// (year, month, day) of a day count since 1970-01-01, proleptic Gregorian (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// oCIS's quota states: below 75 % normal, below 90 % nearing, below 100 % critical.

@@ -1,8 +1,10 @@
-//! Failed-login throttling: per user name and per client address, in a sliding window.
+//! Throttling of guesses (failed logins, wrong public-link passwords): failures counted per
+//! key in a sliding window, used by the proxy and the sharing service.
 //!
-//! Both keys count: per user stops guessing one account from many addresses, per address stops
+//! A caller counts each failure against several keys (a user name or link and the client
+//! address): per account stops guessing one account from many addresses, per address stops
 //! one client from trying many accounts. Only failures are counted, and a blocked key is
-//! refused before any password is checked, so guessing costs the attacker time, not us CPU.
+//! refused before any password is checked, so guessing costs the guesser time, not us CPU.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,23 +14,24 @@ use std::time::{Duration, Instant};
 const MAX_KEYS: usize = 100_000;
 
 #[derive(Clone)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     max_failures: usize,
     window: Duration,
     failures: Arc<Mutex<HashMap<String, VecDeque<Instant>>>>,
 }
 
 impl Throttle {
-    pub(crate) fn new(max_failures: u32, window: Duration) -> Self {
+    /// Blocks a key after `max_failures` (at least 1) failures within `window`.
+    pub fn new(max_failures: u32, window: Duration) -> Self {
         Self {
-            max_failures: max_failures as usize,
+            max_failures: usize::try_from(max_failures.max(1)).unwrap_or(usize::MAX),
             window,
             failures: Arc::default(),
         }
     }
 
     /// How long until one of `keys` may try again, if any of them is blocked now.
-    pub(crate) fn blocked(&self, keys: &[String]) -> Option<Duration> {
+    pub fn blocked(&self, keys: &[String]) -> Option<Duration> {
         let now = Instant::now();
         let map = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         keys.iter()
@@ -48,7 +51,8 @@ impl Throttle {
             .max()
     }
 
-    pub(crate) fn failed(&self, keys: &[String]) {
+    /// Counts one failure against each of `keys`.
+    pub fn failed(&self, keys: &[String]) {
         let now = Instant::now();
         let mut map = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         if map.len() >= MAX_KEYS {

@@ -20,9 +20,9 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::graph::{error, grpc_error, parse, user_json};
+use super::{error, grpc_error, parse, user_json};
 
-pub(crate) fn routes(gateway: Channel) -> axum::Router {
+pub(super) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route("/graph/v1.0/groups", get(list).post(create))
         .route(

@@ -26,14 +26,14 @@ use axum::routing::{get, post};
 use http::{HeaderMap, header};
 use serde_json::{Map, Value, json};
 
-use crate::jail;
-use crate::ocs::{Ocs, code};
+use super::{Ocs, code};
+use crate::dates::{civil_from_days, days_from_civil};
+use crate::webdav::jail;
 
-const USER: i32 = 0;
-const GROUP: i32 = 1;
-const LINK: i32 = 3;
+use arca_proto::sharing::share_type::{GROUP, LINK, USER};
+use arca_proto::sharing::{Role, share_state};
 
-pub(crate) fn routes(gateway: Channel) -> axum::Router {
+pub(super) fn routes(gateway: Channel) -> axum::Router {
     let mut router = axum::Router::new();
     for v in ["v1", "v2"] {
         let base = format!("/ocs/{v}.php/apps/files_sharing/api/v1");
@@ -113,29 +113,7 @@ fn bad(ocs: Ocs, message: &str) -> Response {
 }
 
 // ------------------------------------------------------------------------------- dates
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
+// The day arithmetic is crate::dates'; the wording of OCS dates is this API's.
 
 /// `expireDate`: `YYYY-MM-DD` (the link lasts through that day, UTC, as ownCloud means it)
 /// or an RFC 3339 time (`2026-05-01T12:00:00Z`, `…+02:00`). Unix seconds; 0 for empty.
@@ -206,8 +184,8 @@ fn format_time(secs: i64) -> String {
 
 /// Where a client-given path is: the caller's home, or inside a share mounted in its jail.
 async fn reference(gateway: &Channel, path: &str) -> Result<Ref, Response> {
-    let raw = crate::dav::encoded_path(path);
-    let parsed = crate::dav::decode_path(&raw).map_err(|e| {
+    let raw = crate::webdav::dav::encoded_path(path);
+    let parsed = crate::webdav::dav::decode_path(&raw).map_err(|e| {
         crate::webdav::dav_error(http::StatusCode::BAD_REQUEST, &e.to_string(), None)
     })?;
     let loc = crate::webdav::Location {
@@ -376,15 +354,12 @@ fn asked_permissions(p: &HashMap<String, String>, share_type: i32) -> Result<u32
             .map_err(|_| format!("permissions {v:?} is not a number"));
     }
     if let Some(role) = p.get("role").filter(|v| !v.is_empty()) {
-        return match role.as_str() {
-            "viewer" => Ok(1),
-            "editor" => Ok(15),
-            "uploader" if share_type == LINK => Ok(4),
-            other => Err(format!("unknown role {other:?}")),
-        };
+        return Role::for_share(role, share_type == LINK)
+            .map(|r| r.permissions)
+            .ok_or_else(|| format!("unknown role {role:?}"));
     }
     if share_type == LINK && truthy(p.get("publicUpload")) {
-        return Ok(15);
+        return Ok(arca_proto::sharing::EDITOR.permissions);
     }
     Ok(0)
 }
@@ -405,9 +380,9 @@ async fn list(
         reshares: truthy(p.get("reshares")),
         // ownCloud lists accepted received shares unless asked for another state or `all`.
         state: match p.get("state").map(String::as_str) {
-            Some("all") => -1,
-            Some(v) => v.parse().unwrap_or(0),
-            None => 0,
+            Some("all") => share_state::ANY,
+            Some(v) => v.parse().unwrap_or(share_state::ACCEPTED),
+            None => share_state::ACCEPTED,
         },
         skip_names: false,
     };
@@ -634,7 +609,7 @@ async fn accept(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    set_state(ocs, gw, id, 0, &headers).await
+    set_state(ocs, gw, id, share_state::ACCEPTED, &headers).await
 }
 
 /// `DELETE …/shares/pending/{id}`: decline.
@@ -645,7 +620,7 @@ async fn decline(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    set_state(ocs, gw, id, 2, &headers).await
+    set_state(ocs, gw, id, share_state::DECLINED, &headers).await
 }
 
 /// `GET …/sharees?search=`: users and groups whose name or display name contains `search`

@@ -1,0 +1,343 @@
+//! GET, HEAD and PUT: file contents over the storage providers' data path, and the headers
+//! that carry a node's metadata (etag, file id, checksum, mtime).
+
+use super::*;
+pub(super) use arca_proto::headers::NODE as NODE_HEADER;
+
+/// A content type from the file name: enough for browsers and clients that preview.
+pub(crate) fn content_type(name: &str) -> &'static str {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "txt" | "md" | "log" => "text/plain",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "js" => "application/javascript",
+        "json" => "application/json",
+        "xml" => "application/xml",
+        "pdf" => "application/pdf",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "zip" => "application/zip",
+        "mp4" => "video/mp4",
+        "mp3" => "audio/mpeg",
+        _ => "application/octet-stream",
+    }
+}
+
+/// ETag, OC-ETag, OC-FileId and Last-Modified of a node.
+pub(crate) fn node_headers(h: &mut HeaderMap, node: &Node) {
+    let etag = format!("\"{}\"", node.etag);
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v.clone());
+        h.insert(HeaderName::from_static("oc-etag"), v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&node.id) {
+        h.insert(HeaderName::from_static("oc-fileid"), v);
+    }
+    let secs = node.mtime_ns.div_euclid(1_000_000_000);
+    if let Ok(v) = HeaderValue::from_str(&crate::dates::http_date(secs)) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+}
+
+/// The data-path URL of a transfer token (tokens are base64url: no escaping needed).
+pub(crate) fn data_uri(token: &str) -> String {
+    format!("/data/{token}")
+}
+
+pub(super) fn etag_matches(list: &HeaderValue, etag: &str) -> bool {
+    let Ok(list) = list.to_str() else {
+        return false;
+    };
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/").trim_matches('"') == etag)
+}
+
+pub(super) async fn get(
+    dav: &Dav,
+    loc: &Location,
+    req: Request,
+    with_body: bool,
+) -> Result<Response, Response> {
+    let transfer = dav
+        .storage()
+        .initiate_download(InitiateDownloadRequest {
+            r#ref: Some(loc.reference()),
+        })
+        .await
+        .map_err(|s| match ErrorKind::of(&s) {
+            // A collection has no body to GET.
+            ErrorKind::Conflict => dav_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "a collection cannot be downloaded",
+                None,
+            ),
+            _ => grpc_error(s),
+        })?
+        .into_inner();
+    let node = transfer.node.unwrap_or_default();
+    let h = req.headers();
+    let secs = node.mtime_ns.div_euclid(1_000_000_000);
+    // RFC 9110 §13.2.2: If-Match, then If-None-Match (If-Modified-Since only without it).
+    if let Some(v) = h.get(header::IF_MATCH)
+        && !etag_matches(v, &node.etag)
+    {
+        return Err(dav_error(
+            StatusCode::PRECONDITION_FAILED,
+            "etag does not match",
+            None,
+        ));
+    }
+    let not_modified = match h.get(header::IF_NONE_MATCH) {
+        Some(v) => etag_matches(v, &node.etag),
+        None => h
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .is_some_and(|since| secs <= since.as_secs() as i64),
+    };
+    if not_modified {
+        let mut resp = StatusCode::NOT_MODIFIED.into_response();
+        node_headers(resp.headers_mut(), &node);
+        return Ok(resp);
+    }
+    let mut resp = if with_body {
+        let mut data_req = http::Request::get(data_uri(&transfer.token));
+        if let Some(range) = h.get(header::RANGE) {
+            data_req = data_req.header(header::RANGE, range.clone());
+        }
+        let data_req = data_req.body(Body::empty()).map_err(|e| internal(&e))?;
+        let resp = dav.transfer(&transfer.provider, data_req).await?;
+        let (parts, body) = resp.into_parts();
+        let mut out = Response::new(Body::new(body));
+        *out.status_mut() = parts.status;
+        for name in [
+            header::CONTENT_LENGTH,
+            header::CONTENT_RANGE,
+            header::ACCEPT_RANGES,
+        ] {
+            if let Some(v) = parts.headers.get(&name) {
+                out.headers_mut().insert(name, v.clone());
+            }
+        }
+        out
+    } else {
+        let mut out = StatusCode::OK.into_response();
+        out.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(node.size));
+        out.headers_mut()
+            .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        out
+    };
+    let hm = resp.headers_mut();
+    node_headers(hm, &node);
+    hm.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&node.name)),
+    );
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(&node.name)) {
+        hm.insert(header::CONTENT_DISPOSITION, v);
+    }
+    if !node.sha1.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&format!("SHA1:{}", node.sha1))
+    {
+        hm.insert(HeaderName::from_static("oc-checksum"), v);
+    }
+    Ok(resp)
+}
+
+/// `Content-Disposition` of a download, as oCIS sends it (CLIENT_PROTOCOL.md §6): the exact
+/// name in RFC 8187 `filename*`, and an ASCII-only `filename` for agents that ignore it.
+pub(super) fn content_disposition(name: &str) -> String {
+    let mut exact = String::new();
+    dav::encode_segment(name, &mut exact);
+    let fallback: String = name
+        .chars()
+        .map(|c| {
+            if c == ' ' || (c.is_ascii_graphic() && c != '"' && c != '\\') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("attachment; filename*=UTF-8''{exact}; filename=\"{fallback}\"")
+}
+
+pub(crate) fn internal(e: &dyn std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "internal error");
+    dav_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error", None)
+}
+
+/// `OC-Checksum: SHA1:hex` (also `MD5:`, `ADLER32:`/`Adler32:`, in any case) → `sha1:hex`
+/// for the provider, which verifies it; empty when absent or naming no algorithm we know.
+pub(crate) fn checksum_header(h: &HeaderMap) -> Result<String, Response> {
+    let Some(v) = h.get("oc-checksum") else {
+        return Ok(String::new());
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| dav_error(StatusCode::BAD_REQUEST, "OC-Checksum is not ASCII", None))?;
+    Ok(crate::checksum::checksum_value(v))
+}
+
+/// `X-OC-Mtime`: unix seconds (integer or decimal) → nanoseconds; invalid values are ignored
+/// as oCIS does, not refused.
+pub(crate) fn mtime_header(h: &HeaderMap) -> Option<i64> {
+    let v = h.get("x-oc-mtime")?.to_str().ok()?;
+    let secs: f64 = v.trim().parse().ok()?;
+    (secs.is_finite() && secs > 0.0).then_some((secs * 1e9) as i64)
+}
+
+pub(super) async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
+    let h = req.headers();
+    if h.contains_key("oc-chunked") {
+        // ownCloud's chunking v1 (`NAME-chunking-ID-COUNT-INDEX` with `OC-Chunked`) is refused,
+        // never stored as a file of the chunk's name (issue 25; see the README).
+        return Err(dav_error(
+            StatusCode::BAD_REQUEST,
+            "chunking v1 (OC-Chunked) is not supported: upload in chunks to \
+             /remote.php/dav/uploads/ (chunking v2, capability dav.chunking 1.0)",
+            None,
+        ));
+    }
+    if h.contains_key(header::CONTENT_RANGE) {
+        // RFC 9110 §14.5: a partial PUT must not be taken for a whole one.
+        return Err(dav_error(
+            StatusCode::BAD_REQUEST,
+            "Content-Range on PUT is not supported",
+            None,
+        ));
+    }
+    let if_match = h
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .unwrap_or_default();
+    let if_none_match_any = h
+        .get(header::IF_NONE_MATCH)
+        .is_some_and(|v| v.as_bytes() == b"*");
+    let length = h
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(-1);
+    let mtime = mtime_header(h);
+    let checksum = checksum_header(h)?;
+    let transfer = dav
+        .storage()
+        .initiate_upload(InitiateUploadRequest {
+            r#ref: Some(loc.reference()),
+            if_match: if if_match == "*" {
+                String::new()
+            } else {
+                if_match
+            },
+            if_none_match_any,
+            mtime_ns: mtime.unwrap_or(0),
+            length,
+            checksum,
+            lock_tokens: loc.tokens.clone(),
+            resumable: false,
+            upload_folder: String::new(),
+        })
+        .await
+        .map_err(|s| match ErrorKind::of(&s) {
+            ErrorKind::PermissionDenied if loc.path.is_root() => dav_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "cannot PUT onto a collection",
+                None,
+            ),
+            _ => grpc_error(s),
+        })?
+        .into_inner();
+    let existed = transfer.node.is_some();
+    let mut data_req = http::Request::put(data_uri(&transfer.token));
+    if length >= 0 {
+        data_req = data_req.header(header::CONTENT_LENGTH, length);
+    }
+    let data_req = data_req.body(req.into_body()).map_err(|e| internal(&e))?;
+    let resp = dav.transfer(&transfer.provider, data_req).await?;
+    written(resp, existed, mtime.is_some()).await
+}
+
+/// The answer to a write through a provider's data path (a PUT, an assembled upload): the
+/// provider's refusal as the client's, or 201 (204 when a file was `replaced`) with the
+/// committed node's headers, and `X-OC-Mtime: accepted` when the client set the mtime.
+pub(crate) async fn written(
+    resp: http::Response<Body>,
+    replaced: bool,
+    mtime_set: bool,
+) -> Result<Response, Response> {
+    if !resp.status().is_success() {
+        return Err(provider_error(resp).await);
+    }
+    let node = resp
+        .headers()
+        .get(NODE_HEADER)
+        .and_then(|v| {
+            base64::engine::general_purpose::STANDARD
+                .decode(v.as_bytes())
+                .ok()
+        })
+        .and_then(|b| Node::decode(b.as_slice()).ok())
+        .unwrap_or_default();
+    let mut out = if replaced {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    }
+    .into_response();
+    let hm = out.headers_mut();
+    node_headers(hm, &node);
+    hm.insert(
+        HeaderName::from_static("oc-perm"),
+        HeaderValue::from_static("SRDNVWZP"),
+    );
+    if mtime_set {
+        hm.insert(
+            HeaderName::from_static("x-oc-mtime"),
+            HeaderValue::from_static("accepted"),
+        );
+    }
+    Ok(out)
+}
+
+/// A provider's failure answer as a WebDAV error with its one-line reason.
+pub(crate) async fn provider_error(resp: http::Response<Body>) -> Response {
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    dav_error(status, String::from_utf8_lossy(&body).trim(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_disposition_keeps_the_exact_name_and_an_ascii_fallback() {
+        assert_eq!(
+            content_disposition("remote-new.txt"),
+            "attachment; filename*=UTF-8''remote-new.txt; filename=\"remote-new.txt\""
+        );
+        let v = content_disposition("nötë #1 \"q\".md");
+        assert_eq!(
+            v,
+            "attachment; filename*=UTF-8''n%C3%B6t%C3%AB%20%231%20%22q%22.md; \
+             filename=\"n_t_ #1 _q_.md\""
+        );
+        assert!(HeaderValue::from_str(&v).is_ok());
+    }
+}
