@@ -36,9 +36,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
 use crate::webdav::dav::{self, Depth};
-use crate::webdav::{
-    Dav, Location, checksum_header, dav_error, grpc_error, internal, mtime_header,
-};
+use crate::webdav::{Dav, Location, checksum_header, dav_error, grpc_error, internal};
 
 const ROOT: &str = "/remote.php/dav/uploads/";
 /// The name a folder is MOVEd by to assemble it (`…/{folder}/.file`).
@@ -344,16 +342,14 @@ async fn assemble(
         Some(v) => crate::webdav::check_if(dav, who, req.uri().path(), v).await?,
         None => Vec::new(),
     };
-    let if_match = h
-        .get(header::IF_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().trim_matches('"').to_owned())
+    // Only an etag conditions an upload here; `If-Match: *` is passed on as no condition.
+    let if_match = Some(crate::headers::if_match(h))
         .filter(|v| v != "*")
         .unwrap_or_default();
     let if_none_match_any = h
         .get(header::IF_NONE_MATCH)
         .is_some_and(|v| v.as_bytes() == b"*");
-    let mtime = mtime_header(h);
+    let mtime = crate::headers::mtime_ns(h);
     let transfer = dav
         .storage()
         .initiate_upload(InitiateUploadRequest {

@@ -9,11 +9,11 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 mod apptokens;
-mod checksum;
 mod chunking;
 mod dates;
 mod failure;
 mod graph;
+mod headers;
 mod ocs;
 mod public;
 mod tus;

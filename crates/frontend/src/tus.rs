@@ -174,16 +174,6 @@ fn target_path(collection: &str, filename: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// `X-OC-Mtime`: unix seconds (integer or decimal) → nanoseconds; invalid values are ignored,
-/// as oCIS does.
-fn mtime_header(h: &HeaderMap) -> i64 {
-    h.get("x-oc-mtime")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(0, |s| (s * 1e9) as i64)
-}
-
 /// The absolute upload URL: the client must reach it as it reached us, so it is built from the
 /// request's `Host` (and `X-Forwarded-Proto` from a TLS-terminating proxy in front).
 fn location(headers: &HeaderMap, uri: &http::Uri, token: &str) -> Option<HeaderValue> {
@@ -366,14 +356,12 @@ pub(crate) async fn create(
     // owncloudcmd announces the file's checksum as `checksum` = "SHA1 HEX" (CLIENT_PROTOCOL.md
     // §5a); an empty one is no checksum. Verified when the upload is committed.
     let checksum = match metadata_value(metadata, "checksum") {
-        Ok(Some(v)) => crate::checksum::checksum_value(&String::from_utf8_lossy(&v)),
+        Ok(Some(v)) => crate::headers::checksum_value(&String::from_utf8_lossy(&v)),
         Ok(None) => String::new(),
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let if_match = h
-        .get(header::IF_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().trim_matches('"').to_owned())
+    // Only an etag conditions an upload here; `If-Match: *` is passed on as no condition.
+    let if_match = Some(crate::headers::if_match(h))
         .filter(|v| v != "*")
         .unwrap_or_default();
     let with_body = h
@@ -391,7 +379,7 @@ pub(crate) async fn create(
             }),
             if_match,
             if_none_match_any: false,
-            mtime_ns: mtime_header(h),
+            mtime_ns: crate::headers::mtime_ns(h).unwrap_or(0),
             length,
             checksum,
             lock_tokens: collection.lock_tokens.to_vec(),

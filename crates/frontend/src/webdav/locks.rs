@@ -156,15 +156,7 @@ pub(super) async fn lock(dav: &Dav, loc: &Location, req: Request) -> Result<Resp
     } else {
         StatusCode::OK
     };
-    let mut resp = (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response();
+    let mut resp = xml_answer(status, body);
     if info.is_some()
         && let Ok(v) = HeaderValue::from_str(&format!("<{}>", granted.token))
     {

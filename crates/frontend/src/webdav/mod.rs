@@ -43,7 +43,7 @@ use self::locks::{active_lock, lock, unlock};
 use self::propfind::{propfind, propfind_virtual, proppatch};
 pub(crate) use self::propfind::{propfind_answer, propfind_query};
 pub(crate) use self::transfer::{
-    checksum_header, content_type, internal, mtime_header, node_headers, provider_error, written,
+    checksum_header, content_type, internal, node_headers, provider_error, written,
 };
 use self::transfer::{get, put};
 pub(crate) use self::tree::destination;
@@ -161,16 +161,7 @@ pub(crate) fn dav_error(
         StatusCode::BAD_REQUEST => "Sabre\\DAV\\Exception\\BadRequest",
         _ => "Sabre\\DAV\\Exception",
     };
-    let body = dav::error_body(exception, message, condition);
-    let mut resp = (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response();
+    let mut resp = xml_answer(status, dav::error_body(exception, message, condition));
     if status == StatusCode::SERVICE_UNAVAILABLE {
         resp.headers_mut().insert(
             header::RETRY_AFTER,
@@ -178,6 +169,19 @@ pub(crate) fn dav_error(
         );
     }
     resp
+}
+
+/// An XML answer (a multistatus, a lock discovery, an error body) with `status`.
+pub(crate) fn xml_answer(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(dav::multistatus::MULTISTATUS_CONTENT_TYPE),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// A gRPC failure as the HTTP answer its kind maps to (the one mapping, [`Failure`]).

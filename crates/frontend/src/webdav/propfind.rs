@@ -138,15 +138,7 @@ pub(crate) async fn propfind_answer(
 }
 
 pub(super) fn multistatus(body: String) -> Response {
-    (
-        StatusCode::MULTI_STATUS,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response()
+    xml_answer(StatusCode::MULTI_STATUS, body)
 }
 
 /// Whether answering `q` renders a live property that `p` picks (see [`render`]).

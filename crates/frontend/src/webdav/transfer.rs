@@ -185,15 +185,7 @@ pub(crate) fn checksum_header(h: &HeaderMap) -> Result<String, Response> {
     let v = v
         .to_str()
         .map_err(|_| dav_error(StatusCode::BAD_REQUEST, "OC-Checksum is not ASCII", None))?;
-    Ok(crate::checksum::checksum_value(v))
-}
-
-/// `X-OC-Mtime`: unix seconds (integer or decimal) → nanoseconds; invalid values are ignored
-/// as oCIS does, not refused.
-pub(crate) fn mtime_header(h: &HeaderMap) -> Option<i64> {
-    let v = h.get("x-oc-mtime")?.to_str().ok()?;
-    let secs: f64 = v.trim().parse().ok()?;
-    (secs.is_finite() && secs > 0.0).then_some((secs * 1e9) as i64)
+    Ok(crate::headers::checksum_value(v))
 }
 
 pub(super) async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
@@ -216,11 +208,7 @@ pub(super) async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Respo
             None,
         ));
     }
-    let if_match = h
-        .get(header::IF_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().trim_matches('"').to_owned())
-        .unwrap_or_default();
+    let if_match = crate::headers::if_match(h);
     let if_none_match_any = h
         .get(header::IF_NONE_MATCH)
         .is_some_and(|v| v.as_bytes() == b"*");
@@ -229,7 +217,7 @@ pub(super) async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Respo
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i64>().ok())
         .unwrap_or(-1);
-    let mtime = mtime_header(h);
+    let mtime = crate::headers::mtime_ns(h);
     let checksum = checksum_header(h)?;
     let transfer = dav
         .storage()

@@ -48,12 +48,7 @@ pub(super) async fn mkcol(dav: &Dav, loc: &Location, req: Request) -> Result<Res
 }
 
 pub(super) async fn delete(dav: &Dav, loc: &Location, req: Request) -> Result<Response, Response> {
-    let if_match = req
-        .headers()
-        .get(header::IF_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().trim_matches('"').to_owned())
-        .unwrap_or_default();
+    let if_match = crate::headers::if_match(req.headers());
     dav.storage()
         .delete(DeleteRequest {
             r#ref: Some(loc.reference()),
