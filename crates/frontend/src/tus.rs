@@ -11,7 +11,6 @@
 //! the replacement of the instance it began on. Extensions offered: creation, creation-with-upload, checksum (md5,
 //! sha1), expiration, termination.
 
-use arca_proto::headers::NODE as NODE_HEADER;
 use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::{GetHomeSpaceRequest, GetSpaceRequest, InitiateUploadRequest, Node};
 use arca_transport::Channel;
@@ -21,7 +20,6 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
-use prost::Message as _;
 use tower::ServiceExt as _;
 
 pub(crate) const VERSION: &str = "1.0.0";
@@ -177,21 +175,12 @@ fn target_path(collection: &str, filename: &str) -> Result<String, String> {
 /// The absolute upload URL: the client must reach it as it reached us, so it is built from the
 /// request's `Host` (and `X-Forwarded-Proto` from a TLS-terminating proxy in front).
 fn location(headers: &HeaderMap, uri: &http::Uri, token: &str) -> Option<HeaderValue> {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| uri.authority().map(http::uri::Authority::as_str))
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic() && b != b'/'))?;
-    let scheme = match headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(str::trim)
-    {
-        Some(p) if p.eq_ignore_ascii_case("https") => "https",
-        _ => "http",
-    };
-    HeaderValue::from_str(&format!("{scheme}://{host}/data/{token}")).ok()
+    let base = crate::headers::public_base(headers, uri)?;
+    HeaderValue::from_str(&format!(
+        "{base}{}/{token}",
+        arca_proto::routes::UPLOAD_URLS
+    ))
+    .ok()
 }
 
 /// The WebDAV headers of a committed file (as on a PUT answer).
@@ -211,14 +200,6 @@ fn node_headers(h: &mut HeaderMap, node: &Node) {
         HeaderName::from_static("oc-perm"),
         HeaderValue::from_static("SRDNVWZP"),
     );
-}
-
-fn committed_node(h: &HeaderMap) -> Option<Node> {
-    let raw = h.get(NODE_HEADER)?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(raw.as_bytes())
-        .ok()?;
-    Node::decode(bytes.as_slice()).ok()
 }
 
 /// Sends one request to storage-users' `/tus/{token}`; unreachable is 502.
@@ -293,7 +274,7 @@ async fn relay(resp: http::Response<Body>) -> Response {
             h.insert(name.clone(), v.clone());
         }
     }
-    if let Some(node) = committed_node(&parts.headers) {
+    if let Some(node) = crate::headers::committed_node(&parts.headers) {
         node_headers(h, &node);
     }
     out

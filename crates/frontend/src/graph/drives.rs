@@ -22,7 +22,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{HeaderMap, StatusCode, Uri, header};
+use http::{HeaderMap, StatusCode, Uri};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -47,28 +47,7 @@ fn forbidden(message: &str) -> Response {
 /// `scheme://host` of the request, for absolute URLs in answers; empty (so URLs stay
 /// relative) when the request names no usable host.
 fn base_url(headers: &HeaderMap, uri: &Uri) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| uri.authority().map(|a| a.as_str()))
-        .filter(|h| {
-            !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
-        });
-    let Some(host) = host else {
-        return String::new();
-    };
-    // Behind a TLS-terminating proxy the request arrives as http; the proxy says what the
-    // client used. Only the first hop's value counts, and only the two schemes we serve.
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(str::trim)
-        .filter(|v| v.eq_ignore_ascii_case("https"))
-        .map_or("http", |_| "https");
-    format!("{scheme}://{host}")
+    crate::headers::public_base(headers, uri).unwrap_or_default()
 }
 
 /// RFC 3339 in UTC with nanoseconds, as oCIS writes `lastModifiedDateTime`.
@@ -424,6 +403,7 @@ async fn remove(State(gw): State<Channel>, Caller(_): Caller, Path(id): Path<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header;
 
     #[test]
     fn rfc3339_in_utc() {

@@ -23,13 +23,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use http::{HeaderMap, header};
+use http::{HeaderMap, Uri, header};
 use serde_json::{Map, Value, json};
 
 use super::{Ocs, code};
 use crate::dates::{civil_from_days, days_from_civil};
 use crate::webdav::jail;
 
+use arca_proto::routes;
 use arca_proto::sharing::share_type::{GROUP, LINK, USER};
 use arca_proto::sharing::{Role, share_state};
 
@@ -230,15 +231,11 @@ fn by_id(node_id: &str) -> Ref {
 
 /// The public URL of a link: the scheme and host the client used.
 fn link_url(headers: &HeaderMap, token: &str) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("localhost");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("http");
-    format!("{scheme}://{host}/s/{token}")
+    // The Host header is required of HTTP/1.1 clients; without a usable one the URL names
+    // this machine rather than whatever a client put there.
+    let base = crate::headers::public_base(headers, &Uri::default())
+        .unwrap_or_else(|| "http://localhost".to_owned());
+    format!("{base}{}/{token}", routes::PUBLIC_LINK_BROWSER)
 }
 
 /// One share in ownCloud's fields. `node` is the shared node as the caller sees it, if it

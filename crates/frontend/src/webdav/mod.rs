@@ -19,11 +19,9 @@ use arca_transport::Channel;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use http_body_util::BodyExt;
-use prost::Message as _;
 use tower::ServiceExt as _;
 
 use crate::failure::{Failure, transfer_failure};

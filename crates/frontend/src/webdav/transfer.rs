@@ -2,7 +2,6 @@
 //! that carry a node's metadata (etag, file id, checksum, mtime).
 
 use super::*;
-pub(super) use arca_proto::headers::NODE as NODE_HEADER;
 
 /// A content type from the file name: enough for browsers and clients that preview.
 pub(crate) fn content_type(name: &str) -> &'static str {
@@ -267,16 +266,7 @@ pub(crate) async fn written(
     if !resp.status().is_success() {
         return Err(provider_error(resp).await);
     }
-    let node = resp
-        .headers()
-        .get(NODE_HEADER)
-        .and_then(|v| {
-            base64::engine::general_purpose::STANDARD
-                .decode(v.as_bytes())
-                .ok()
-        })
-        .and_then(|b| Node::decode(b.as_slice()).ok())
-        .unwrap_or_default();
+    let node = crate::headers::committed_node(resp.headers()).unwrap_or_default();
     let mut out = if replaced {
         StatusCode::NO_CONTENT
     } else {
