@@ -1,7 +1,15 @@
-//! arca-frontend: the HTTP APIs clients speak (WebDAV, OCS, Graph, status.php, TUS),
-//! translated into gateway gRPC calls.
+//! arca-frontend: the HTTP APIs clients speak, translated into gateway gRPC calls and the
+//! storage providers' data path. One module per API, each rendering failures in its own format:
 //!
-//! Today it serves `/status.php` and is ready while the gateway answers its probe.
+//! - `webdav`: `/remote.php/webdav/`, `/remote.php/dav/files/{user}/`, `/dav/spaces/{id}/`
+//!   (handlers by method group, the share jail; the protocol pieces, pure, in [`dav`]).
+//! - `ocs`: the OCS envelope, capabilities, the user, the share API (`ocs::shares`).
+//! - `graph`: libregraph users, groups and drives (spaces); `apptokens`: `/auth-app/tokens`.
+//! - `tus`: resumable uploads; `chunking`: Nextcloud's chunked uploads; `public`: public links.
+//!
+//! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
+//! every upload path reads), `dates`. Which paths need no login is `arca_proto::routes`, which
+//! the proxy reads too; every other route here is authenticated.
 
 use arca_runtime::{BoxFuture, Context, Router, Service, ServiceError};
 use axum::Json;

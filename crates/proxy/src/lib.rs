@@ -2,9 +2,10 @@
 //!
 //! It streams request and response bodies through without buffering, gives every request an
 //! id (`X-Request-Id`, kept when the client sent a sane one), and writes one access-log line per
-//! request. It authenticates every request but the anonymous ones (`/status.php`) and CORS
-//! preflights, with HTTP Basic or an OIDC Bearer token, and hands the frontend a signed
-//! identity token in place of the client's credentials.
+//! request. It authenticates every request but the anonymous ones (`arca_proto::routes`:
+//! status.php, capabilities, upload URLs, public links) and CORS preflights, with HTTP Basic
+//! or an OIDC Bearer token, and hands the frontend a signed identity token in place of the
+//! client's credentials.
 //!
 //! As the public edge it also speaks TLS when given a certificate ([`tls`]), bounds what one
 //! client can make it hold ([`limits`]: head size, body size, slow or idle connections) and
