@@ -239,7 +239,7 @@ pub(crate) fn folder(path: &str, mounts: &[Node]) -> Node {
         etag: format!("{:016x}", h.finish()),
         path: path.to_owned(),
         // Read-only: nothing is created in the jail itself.
-        shared_permissions: 1,
+        shared_permissions: perm::READ,
         ..Default::default()
     }
 }
