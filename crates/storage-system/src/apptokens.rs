@@ -8,7 +8,7 @@
 
 use std::time::SystemTime;
 
-use arca_store::AppToken;
+use arca_store_records::AppToken;
 use sha2::{Digest, Sha256};
 
 /// A new token secret.

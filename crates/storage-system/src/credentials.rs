@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use arca_proto::v1::{CredentialEvent, CredentialEventKind};
 use arca_runtime::{BoxFuture, Schedule, ServiceError, Worker, WorkerState};
-use arca_store::{Store, StoreError};
+use arca_store_records::{Records, StoreError};
 use futures::Stream;
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,7 @@ pub(crate) struct Feed {
 }
 
 struct Inner {
-    store: Store,
+    store: Records,
     tx: broadcast::Sender<Change>,
     /// The last generation broadcast. Held while reading and broadcasting, so events go out
     /// once and in order, and a new subscriber starts exactly after what it was not sent.
@@ -77,7 +77,7 @@ impl Feed {
     /// A feed starting at the database's current generation: what happened before this
     /// process started concerns no subscriber of it (each starts with an empty cache).
     pub(crate) async fn open(
-        store: Store,
+        store: Records,
         shutdown: CancellationToken,
     ) -> Result<Self, StoreError> {
         let current = store.credentials_generation().await?;
@@ -267,7 +267,7 @@ impl Worker for Poller {
 
 /// Prunes credential events older than [`KEEP_EVENTS`] and expired app tokens, every
 /// [`PRUNE_EVERY`].
-pub(crate) struct Pruner(pub(crate) Store);
+pub(crate) struct Pruner(pub(crate) Records);
 
 /// How often [`Pruner`] runs.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -366,16 +366,14 @@ async fn next_event(
 mod tests {
     use std::time::Instant;
 
-    use arca_store::StoreConfig;
+    use arca_store_records::RecordsConfig;
     use futures::StreamExt;
 
     use super::*;
 
-    async fn feed(dir: &tempfile::TempDir) -> (Store, Feed) {
+    async fn feed(dir: &tempfile::TempDir) -> (Records, Feed) {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("m.db").display());
-        let store = Store::open(StoreConfig::new(url, dir.path().join("blobs")))
-            .await
-            .unwrap();
+        let store = Records::open(RecordsConfig::new(url)).await.unwrap();
         let feed = Feed::open(store.clone(), CancellationToken::new())
             .await
             .unwrap();
@@ -448,9 +446,7 @@ mod tests {
     async fn pruned_events_become_a_reset_and_shutdown_ends_the_stream() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("m.db").display());
-        let store = Store::open(StoreConfig::new(url, dir.path().join("blobs")))
-            .await
-            .unwrap();
+        let store = Records::open(RecordsConfig::new(url)).await.unwrap();
         let shutdown = CancellationToken::new();
         let feed = Feed::open(store.clone(), shutdown.clone()).await.unwrap();
         let user = store.create_user("u", "U", "", "h", false).await.unwrap();

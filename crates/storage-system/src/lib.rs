@@ -1,8 +1,8 @@
 //! arca-storage-system: the platform's own data: users, groups, share records, settings.
 //!
-//! It keeps them with the same storage machinery as users' files (arca-store: one relational
-//! metadata store, SQLite under `data_dir/storage-system` by default; blobs under its `blobs`
-//! directory or in the S3 bucket of `storage-system.blobs`) and serves the `Users` API. On
+//! It keeps them in the platform records store (arca-store-records: one relational database,
+//! SQLite under `data_dir/storage-system` by default; no blob store, as it keeps no file
+//! contents) and serves the `Users` and `ShareRecords` APIs. On
 //! first start it creates the `admin` user with `identity.admin_password`
 //! (`ARCA_ADMIN_PASSWORD`), or with a random password printed once to the log.
 //!
@@ -18,7 +18,7 @@ mod users;
 
 use arca_proto::v1::users_server::UsersServer;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
-use arca_store::{Store, StoreConfig, StoreError};
+use arca_store_records::{Records, RecordsConfig, StoreError};
 
 /// The storage-system service.
 pub struct StorageSystem;
@@ -27,7 +27,7 @@ impl Service for StorageSystem {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let dir = ctx.data_dir("storage-system").await?;
-            let store = Store::open(StoreConfig::from_section(
+            let store = Records::open(RecordsConfig::from_section(
                 &ctx.config().storage_system,
                 &dir,
             ))
@@ -62,7 +62,7 @@ impl Service for StorageSystem {
 
 /// Creates `admin` once. Never a fixed default password: the configured one, or a random one
 /// shown once, now, in the log.
-async fn ensure_admin(store: &Store, configured: Option<String>) -> Result<(), ServiceError> {
+async fn ensure_admin(store: &Records, configured: Option<String>) -> Result<(), ServiceError> {
     match store.user_by_name("admin").await {
         Ok(_) => return Ok(()),
         Err(StoreError::NotFound) => {}

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use arca_config::Config;
-use arca_store::{Store, StoreConfig, StoreError};
+use arca_store_records::{Records, RecordsConfig, StoreError};
 
-pub use arca_store::User;
+pub use arca_store_records::User;
 
 /// The longest a change made here takes to reach every proxy of a running server on the same
 /// database: storage-system's poll interval plus the notification's own round trip.
@@ -32,7 +32,7 @@ pub enum LocalError {
 
 /// storage-system's user store, opened from the same configuration the server reads.
 pub struct LocalUsers {
-    store: Store,
+    store: Records,
 }
 
 impl LocalUsers {
@@ -49,7 +49,7 @@ impl LocalUsers {
                 .await
                 .map_err(|e| LocalError::Open(where_.clone(), e.into()))?;
         }
-        let store = Store::open(StoreConfig::from_section(&config.storage_system, &dir))
+        let store = Records::open(RecordsConfig::from_section(&config.storage_system, &dir))
             .await
             .map_err(|e| LocalError::Open(where_, e))?;
         Ok(Self { store })

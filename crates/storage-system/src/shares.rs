@@ -13,22 +13,20 @@ use arca_proto::principals;
 use arca_proto::v1::share_records_server::ShareRecords;
 use arca_proto::v1::*;
 use arca_runtime::caller;
-use arca_store::{ShareFilter, ShareRow, Store, StoreError};
+use arca_store_records::{Records, ShareFilter, ShareRow, StoreError};
 use tonic::{Request, Response, Status};
 
 #[derive(Clone)]
 pub(crate) struct RecordsApi {
-    pub(crate) store: Store,
+    pub(crate) store: Records,
 }
 
+/// The store's one mapping, in words that name what was missing or taken.
 fn status(e: StoreError) -> Status {
     match e {
-        StoreError::NotFound => ErrorKind::NotFound.status("no such share"),
-        StoreError::AlreadyExists => ErrorKind::AlreadyExists.status("the link token is taken"),
-        other => {
-            tracing::error!(error = %other, "share record store failure");
-            ErrorKind::Internal.status(other.to_string())
-        }
+        StoreError::NotFound => e.kind().status("no such share"),
+        StoreError::AlreadyExists => e.kind().status("the link token is taken"),
+        other => other.status(),
     }
 }
 

@@ -11,8 +11,8 @@ use arca_proto::ErrorKind;
 use arca_proto::v1::users_server::Users;
 use arca_proto::v1::*;
 use arca_runtime::{Identity, TokenSigner, caller};
-use arca_store::{
-    AppToken as StoredToken, Group as StoredGroup, Store, StoreError, User as StoredUser,
+use arca_store_records::{
+    AppToken as StoredToken, Group as StoredGroup, Records, StoreError, User as StoredUser,
 };
 use serde::Deserialize;
 use tonic::{Request, Response, Status};
@@ -22,7 +22,7 @@ use crate::credentials::{EventStream, Feed, WATCH_PURPOSE};
 
 #[derive(Clone)]
 pub(crate) struct UsersApi {
-    pub(crate) store: Store,
+    pub(crate) store: Records,
     /// A hash to verify against when the user does not exist, so that a wrong user name costs
     /// the same time as a wrong password and does not reveal which names exist.
     pub(crate) decoy: arca_runtime::password::Decoy,
@@ -30,16 +30,12 @@ pub(crate) struct UsersApi {
     pub(crate) signer: TokenSigner,
 }
 
+/// The store's one mapping, in words that name what was missing or taken.
 fn status_of(what: &str, e: StoreError) -> Status {
     match e {
-        StoreError::NotFound => ErrorKind::NotFound.status(format!("no such {what}")),
-        StoreError::AlreadyExists => {
-            ErrorKind::AlreadyExists.status(format!("the {what} name is taken"))
-        }
-        other => {
-            tracing::error!(error = %other, "identity store failure");
-            ErrorKind::Internal.status(other.to_string())
-        }
+        StoreError::NotFound => e.kind().status(format!("no such {what}")),
+        StoreError::AlreadyExists => e.kind().status(format!("the {what} name is taken")),
+        other => other.status(),
     }
 }
 

@@ -1,12 +1,10 @@
-//! Store types to protocol messages, and store errors to the shared error kinds.
+//! Store types to protocol messages.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arca_proto::ErrorKind;
 use arca_proto::ids;
 use arca_proto::v1;
-use arca_store::{DeadProp, Node, Space, StoreError};
-use tonic::Status;
+use arca_store_files::{DeadProp, Node, Space};
 
 pub(crate) fn nanos(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -107,46 +105,16 @@ pub(crate) fn node_without(
     }
 }
 
-/// The one mapping from store errors to the error kinds every service shares.
-pub(crate) fn status(e: StoreError) -> Status {
-    let kind = match &e {
-        StoreError::NotFound => ErrorKind::NotFound,
-        StoreError::AlreadyExists => ErrorKind::AlreadyExists,
-        StoreError::Conflict | StoreError::NotADirectory | StoreError::IsADirectory => {
-            ErrorKind::Conflict
-        }
-        StoreError::PreconditionFailed => ErrorKind::PreconditionFailed,
-        StoreError::QuotaExceeded => ErrorKind::QuotaExceeded,
-        StoreError::Locked => ErrorKind::Locked,
-        StoreError::Forbidden(_) => ErrorKind::PermissionDenied,
-        StoreError::InvalidName { .. }
-        | StoreError::ChecksumMismatch { .. }
-        | StoreError::LengthMismatch { .. }
-        | StoreError::InvalidRange
-        | StoreError::Body(_) => ErrorKind::InvalidArgument,
-        // A full disk answers like a full space (507), not as a server fault.
-        _ if e.is_storage_full() => {
-            tracing::error!(error = %e, "the blob or metadata store is full");
-            return ErrorKind::QuotaExceeded.status("no space left on the storage");
-        }
-        _ => {
-            tracing::error!(error = %e, "storage failure");
-            ErrorKind::Internal
-        }
-    };
-    kind.status(e.to_string())
-}
-
 /// A checksum as the frontend passes it (`sha1:HEX`, `md5:HEX`, `adler32:HEX`; empty: none)
 /// → what the store verifies. An unknown algorithm is refused (never silently unchecked).
 pub(crate) fn expected_checksum(
     text: &str,
-) -> Result<Option<(arca_store::ChecksumAlgo, String)>, String> {
+) -> Result<Option<(arca_store_files::ChecksumAlgo, String)>, String> {
     match text.split_once(':') {
         None if text.trim().is_empty() => Ok(None),
         None => Err(format!("checksum {text:?} is not ALGORITHM:HEX")),
         Some((algo, hex)) => algo
-            .parse::<arca_store::ChecksumAlgo>()
+            .parse::<arca_store_files::ChecksumAlgo>()
             .map(|a| Some((a, hex.trim().to_owned())))
             .map_err(|()| format!("unsupported checksum type {algo:?}")),
     }

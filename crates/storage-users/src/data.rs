@@ -6,7 +6,7 @@
 //! node comes back in the `x-arca-node` header (base64 protobuf), so the frontend can answer
 //! with ETag and file id without another call.
 
-use arca_store::{Precheck, PutOptions, StoreError};
+use arca_store_files::{Precheck, PutOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -24,35 +24,17 @@ fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
     (status, format!("{message}\n")).into_response()
 }
 
+/// A store error as the data path answers it: the status of the one mapping
+/// (`StoreError::http_status`), its message as the body.
 pub(crate) fn store_error(e: StoreError) -> Response {
-    let code = match &e {
-        StoreError::NotFound => StatusCode::NOT_FOUND,
-        StoreError::Conflict | StoreError::NotADirectory | StoreError::IsADirectory => {
-            StatusCode::CONFLICT
-        }
-        StoreError::AlreadyExists | StoreError::PreconditionFailed => {
-            StatusCode::PRECONDITION_FAILED
-        }
-        StoreError::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
-        _ if e.is_storage_full() => {
-            tracing::error!(error = %e, "the blob or metadata store is full");
-            return error(
-                StatusCode::INSUFFICIENT_STORAGE,
-                "no space left on the storage",
-            );
-        }
-        StoreError::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
-        StoreError::Locked => StatusCode::LOCKED,
-        StoreError::InvalidName { .. }
-        | StoreError::ChecksumMismatch { .. }
-        | StoreError::LengthMismatch { .. } => StatusCode::BAD_REQUEST,
-        // The client went away mid-body: nobody reads this answer, but it must not be a 500.
-        StoreError::Body(_) => StatusCode::BAD_REQUEST,
-        _ => {
-            tracing::error!(error = %e, "data path failure");
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
-    };
+    let code = e.http_status();
+    if e.is_storage_full() {
+        tracing::error!(error = %e, "the blob or metadata store is full");
+        return error(code, "no space left on the storage");
+    }
+    if code == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::error!(error = %e, "data path failure");
+    }
     error(code, e)
 }
 

@@ -3,7 +3,7 @@
 //! `PUT /chunk/{token}` (one chunk's bytes) and `POST /assemble/{token}` (the folder becomes
 //! the file an `InitiateUpload` with `upload_folder` checked and named).
 //!
-//! The state is the store's ([`arca_store::UploadFolder`]): rows in the shared database, chunks
+//! The state is the store's ([`arca_store_files::UploadFolder`]): rows in the shared database, chunks
 //! in the blob store, so every instance continues, lists or assembles every folder. A folder
 //! belongs to the user who created it; its name is theirs to choose, and another user's
 //! folder of the same name is another folder. Folders live as long as resumable uploads
@@ -18,7 +18,7 @@ use arca_proto::v1::{
     ListUploadFoldersRequest, Transfer, UploadChunk, UploadFolder,
 };
 use arca_runtime::Identity;
-use arca_store::{PutOptions, StoreError, UploadFolder as StoreFolder};
+use arca_store_files::{PutOptions, StoreError, UploadFolder as StoreFolder};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +27,7 @@ use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tonic::Status;
 
-use crate::convert::{expected_checksum, status};
+use crate::convert::expected_checksum;
 use crate::data::{NODE_HEADER, node_header, store_error};
 use crate::provider::{Provider, UploadGrant, mtime};
 
@@ -77,7 +77,7 @@ fn folder_message(f: &StoreFolder) -> UploadFolder {
 
 /// A folder or chunk name: one path segment, as a file name would be.
 fn check_name(what: &str, name: &str) -> Result<(), Status> {
-    arca_store::validate_name(name)
+    arca_store_files::validate_name(name)
         .map_err(|e| ErrorKind::InvalidArgument.status(format!("{what} {name:?}: {e}")))
 }
 
@@ -91,7 +91,7 @@ impl Provider {
         self.store
             .upload_folder(&who.id, name, now_secs())
             .await
-            .map_err(status)?
+            .map_err(|e| e.status())?
             .ok_or_else(|| ErrorKind::NotFound.status(format!("no upload folder {name:?}")))
     }
 
@@ -105,7 +105,11 @@ impl Provider {
         // The announced size against what the caller's home has left (where Nextcloud
         // checks it too): a file that cannot fit is refused before its first chunk.
         if let Some(total) = total {
-            let home = self.store.personal_space(&who.id).await.map_err(status)?;
+            let home = self
+                .store
+                .personal_space(&who.id)
+                .await
+                .map_err(|e| e.status())?;
             if home.remaining().is_some_and(|left| total > left) {
                 return Err(ErrorKind::QuotaExceeded.status("the upload would exceed the quota"));
             }
@@ -117,7 +121,7 @@ impl Provider {
                 .map_err(|e| match e {
                     StoreError::AlreadyExists => ErrorKind::AlreadyExists
                         .status(format!("upload folder {:?} exists", r.name)),
-                    e => status(e),
+                    e => e.status(),
                 })?;
         Ok(folder_message(&folder))
     }
@@ -132,7 +136,7 @@ impl Provider {
                 .store
                 .upload_folders(&who.id, now_secs())
                 .await
-                .map_err(status)?;
+                .map_err(|e| e.status())?;
             return Ok(all.iter().map(folder_message).collect());
         }
         Ok(vec![folder_message(&self.folder(who, &r.name).await?)])
@@ -149,7 +153,7 @@ impl Provider {
         } else {
             self.store.remove_upload_chunk(&folder.id, &r.chunk).await
         }
-        .map_err(status)?;
+        .map_err(|e| e.status())?;
         if !gone {
             return Err(ErrorKind::NotFound.status("no such chunk"));
         }

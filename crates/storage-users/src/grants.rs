@@ -16,8 +16,6 @@ use arca_proto::v1::sharing_client::SharingClient;
 use arca_transport::Channel;
 use tonic::Status;
 
-use crate::convert::status;
-
 pub(crate) use arca_proto::sharing::perm::{ALL, CREATE, DELETE, READ, UPDATE};
 
 /// What the caller may do in one space.
@@ -117,24 +115,24 @@ pub(crate) fn blind(perm: &Perm) -> bool {
 /// Attempts at a free name before giving up (a folder with that many `name (n)` files).
 const MAX_FREE_NAME_TRIES: u32 = 1000;
 
-/// The first name of `path`'s [`arca_store::numbered_name`] series (as oCIS renames uploads
+/// The first name of `path`'s [`arca_store_files::numbered_name`] series (as oCIS renames uploads
 /// into a file drop) not taken in directory `parent_id`, and
 /// the path it gives: (name, path).
 pub(crate) async fn free_name(
-    store: &arca_store::Store,
+    store: &arca_store_files::Store,
     parent_id: &str,
     path: &str,
 ) -> Result<(String, String), Status> {
     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
     for n in 2..=MAX_FREE_NAME_TRIES {
-        let candidate = arca_store::numbered_name(name, n);
+        let candidate = arca_store_files::numbered_name(name, n);
         match store.child(parent_id, &candidate).await {
             Ok(_) => {}
-            Err(arca_store::StoreError::NotFound) => {
+            Err(arca_store_files::StoreError::NotFound) => {
                 let path = format!("{dir}/{candidate}");
                 return Ok((candidate, path));
             }
-            Err(e) => return Err(status(e)),
+            Err(e) => return Err(e.status()),
         }
     }
     Err(ErrorKind::Conflict.status("no free name for the upload"))
@@ -182,15 +180,15 @@ impl Grants {
 
 /// Resolves grants to paths in `store`; grants on nodes that no longer exist are dropped.
 pub(crate) async fn with_paths(
-    store: &arca_store::Store,
+    store: &arca_store_files::Store,
     grants: Vec<(String, u32)>,
 ) -> Result<Access, Status> {
     let mut out = Vec::with_capacity(grants.len());
     for (node, bits) in grants {
         match store.path_of(&node).await {
             Ok(path) => out.push((path, bits)),
-            Err(arca_store::StoreError::NotFound) => {}
-            Err(e) => return Err(status(e)),
+            Err(arca_store_files::StoreError::NotFound) => {}
+            Err(e) => return Err(e.status()),
         }
     }
     Ok(Access::Shared(out))

@@ -9,10 +9,8 @@ use std::sync::Arc;
 
 use arca_runtime::limit::count_provisioning;
 use arca_runtime::{Flight, Limiter, Limits, SingleFlight};
-use arca_store::{Space, Store};
+use arca_store_files::{Space, Store};
 use tonic::Status;
-
-use crate::convert::status;
 
 #[derive(Clone)]
 pub(crate) struct Homes {
@@ -36,7 +34,7 @@ impl Homes {
             .store
             .find_personal_space(owner)
             .await
-            .map_err(status)?
+            .map_err(|e| e.status())?
         {
             return Ok(space);
         }
@@ -46,8 +44,12 @@ impl Homes {
             .run(owner.to_owned(), || {
                 // Looks again before creating (`personal_space` does): a run that ended just
                 // before this one began has made it.
-                self.limiter
-                    .run(async { self.store.personal_space(owner).await.map_err(status) })
+                self.limiter.run(async {
+                    self.store
+                        .personal_space(owner)
+                        .await
+                        .map_err(|e| e.status())
+                })
             })
             .await;
         count_provisioning(

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use arca_proto::v1::storage_server::StorageServer;
 use arca_runtime::{BoxFuture, Context, Schedule, Service, ServiceError, Worker, WorkerState};
-use arca_store::{Store, StoreConfig};
+use arca_store_files::{Store, StoreConfig};
 use axum::routing::{patch, post, put};
 
 /// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it

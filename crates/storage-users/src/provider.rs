@@ -9,11 +9,11 @@ use arca_proto::principals;
 use arca_proto::v1::storage_server::Storage;
 use arca_proto::v1::*;
 use arca_runtime::{Identity, TokenSigner, caller};
-use arca_store::{Node as StoreNode, PropPatch, Space as StoreSpace, Store};
+use arca_store_files::{Node as StoreNode, PropPatch, Space as StoreSpace, Store};
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
 
-use crate::convert::{self, status};
+use crate::convert;
 use crate::grants::{self, Access, Perm};
 
 /// Transfer grants are checked when the transfer starts; an upload may then run for as long
@@ -40,7 +40,7 @@ pub(crate) struct UploadGrant {
     #[serde(default)]
     pub(crate) checksum: String,
     /// Set when the early checks of the put were made as the grant was minted (see
-    /// `arca_store::Precheck`): the space, and the bytes the body may have.
+    /// `arca_store_files::Precheck`): the space, and the bytes the body may have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) space: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-pub(crate) fn active_lock(l: &arca_store::Lock) -> ActiveLock {
+pub(crate) fn active_lock(l: &arca_store_files::Lock) -> ActiveLock {
     ActiveLock {
         token: l.token.clone(),
         root_path: l.root_path.clone(),
@@ -167,7 +167,11 @@ impl Provider {
         touch: Touch,
         submitted: &[String],
     ) -> Result<(), Status> {
-        let locks = self.store.space_locks(space_id).await.map_err(status)?;
+        let locks = self
+            .store
+            .space_locks(space_id)
+            .await
+            .map_err(|e| e.status())?;
         if locks.is_empty() {
             return Ok(());
         }
@@ -190,7 +194,7 @@ impl Provider {
             .store
             .space_locks(space_id)
             .await
-            .map_err(status)?
+            .map_err(|e| e.status())?
             .iter()
             .filter(|l| l.covers(path))
             .map(active_lock)
@@ -222,7 +226,7 @@ impl Provider {
         if provider != self.name {
             return Err(not_found());
         }
-        let space = self.store.space(id).await.map_err(status)?;
+        let space = self.store.space(id).await.map_err(|e| e.status())?;
         let access = self.check_access(who, &space).await?;
         Ok((space, access))
     }
@@ -232,7 +236,9 @@ impl Provider {
     /// else what the shares in the space grant them (`grants`: asked on every call, never
     /// cached). No grant at all: the space does not exist for them.
     async fn check_access(&self, who: &Identity, space: &StoreSpace) -> Result<Access, Status> {
-        if space.owner == who.id || (who.admin && space.kind == arca_store::SpaceKind::Project) {
+        if space.owner == who.id
+            || (who.admin && space.kind == arca_store_files::SpaceKind::Project)
+        {
             return Ok(Access::Owner);
         }
         let grants = self.grants.of(self.name, &space.id).await?;
@@ -267,13 +273,13 @@ impl Provider {
             if provider != self.name {
                 return Err(not_found());
             }
-            let node = self.store.stat(node_id).await.map_err(status)?;
+            let node = self.store.stat(node_id).await.map_err(|e| e.status())?;
             if node.space_id != space_id {
                 return Err(not_found());
             }
-            let space = self.store.space(space_id).await.map_err(status)?;
+            let space = self.store.space(space_id).await.map_err(|e| e.status())?;
             let access = self.check_access(who, &space).await?;
-            let path = self.store.path_of(node_id).await.map_err(status)?;
+            let path = self.store.path_of(node_id).await.map_err(|e| e.status())?;
             let perm = access.at(&path).ok_or_else(not_found)?;
             return Ok((space, node, path, perm));
         }
@@ -286,7 +292,7 @@ impl Provider {
                 .store
                 .resolve_personal(&who.id, &path)
                 .await
-                .map_err(status)?
+                .map_err(|e| e.status())?
             {
                 return Ok((space, node, path, grants::Perm::OWNER));
             }
@@ -296,7 +302,11 @@ impl Provider {
         let path = join(&segs);
         // Coverage first: outside a share, what exists and what does not look the same.
         let perm = access.at(&path).ok_or_else(not_found)?;
-        let node = self.store.resolve(&space.id, &path).await.map_err(status)?;
+        let node = self
+            .store
+            .resolve(&space.id, &path)
+            .await
+            .map_err(|e| e.status())?;
         Ok((space, node, path, perm))
     }
 
@@ -340,10 +350,10 @@ impl Provider {
         let parent = match self.store.resolve(&space.id, &parent_path).await {
             Ok(p) => p,
             // A missing parent is a conflict (RFC 4918 §9.3.1, §9.7.1), not "not found".
-            Err(arca_store::StoreError::NotFound) => {
+            Err(arca_store_files::StoreError::NotFound) => {
                 return Err(ErrorKind::Conflict.status("the parent collection does not exist"));
             }
-            Err(e) => return Err(status(e)),
+            Err(e) => return Err(e.status()),
         };
         if !parent.is_dir() {
             return Err(ErrorKind::Conflict.status("the parent is not a collection"));
@@ -380,7 +390,7 @@ impl Provider {
             return Ok(None);
         };
         // A refused name takes the general way, which refuses it in its own order.
-        if arca_store::validate_name(name).is_err() {
+        if arca_store_files::validate_name(name).is_err() {
             return Ok(None);
         }
         let path = join(&segs);
@@ -388,7 +398,7 @@ impl Provider {
             .store
             .resolve_personal_entry(&who.id, &path)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         Ok(found.map(|(space, parent, child, locks)| {
             (space, parent, (*name).to_owned(), path, (child, locks))
         }))
@@ -421,7 +431,7 @@ impl Provider {
         with_props: bool,
     ) -> Result<Node, Status> {
         let props = if with_props {
-            self.store.props(&node.id).await.map_err(status)?
+            self.store.props(&node.id).await.map_err(|e| e.status())?
         } else {
             Vec::new()
         };
@@ -493,10 +503,10 @@ impl Storage for Provider {
             .store
             .create_project_space(name, &who.id, quota)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         // The alias is fixed at creation, as in oCIS: links made with it survive a rename.
         let alias = format!("project/{}", alias_slug(name));
-        let details = arca_store::SpaceUpdate {
+        let details = arca_store_files::SpaceUpdate {
             name: None,
             description: Some(&r.description),
             alias: Some(&alias),
@@ -506,7 +516,7 @@ impl Storage for Provider {
             if let Err(d) = self.store.delete_space(&space.id).await {
                 tracing::warn!(error = %d, space = %space.id, "removing a half-created space");
             }
-            return Err(status(e));
+            return Err(e.status());
         }
         Ok(Response::new(self.space_message(&space).await?))
     }
@@ -522,13 +532,13 @@ impl Storage for Provider {
         if let Some(d) = &r.description {
             check_description(d)?;
         }
-        if space.kind == arca_store::SpaceKind::Personal
+        if space.kind == arca_store_files::SpaceKind::Personal
             && (name.is_some() || r.description.is_some())
         {
             return Err(ErrorKind::PermissionDenied
                 .status("a personal space takes its owner's name; only its quota changes"));
         }
-        let update = arca_store::SpaceUpdate {
+        let update = arca_store_files::SpaceUpdate {
             name,
             description: r.description.as_deref(),
             alias: None,
@@ -536,14 +546,14 @@ impl Storage for Provider {
         self.store
             .update_space(&space.id, &update)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         if let Some(quota) = r.quota {
             self.store
                 .set_quota(&space.id, (quota > 0).then_some(quota))
                 .await
-                .map_err(status)?;
+                .map_err(|e| e.status())?;
         }
-        let space = self.store.space(&space.id).await.map_err(status)?;
+        let space = self.store.space(&space.id).await.map_err(|e| e.status())?;
         Ok(Response::new(self.space_message(&space).await?))
     }
 
@@ -553,12 +563,15 @@ impl Storage for Provider {
     ) -> Result<Response<DeleteSpaceResponse>, Status> {
         let who = caller(&req)?;
         let space = self.managed_space(who, &req.get_ref().space_id).await?;
-        if space.kind == arca_store::SpaceKind::Personal {
+        if space.kind == arca_store_files::SpaceKind::Personal {
             return Err(ErrorKind::PermissionDenied
                 .status("a personal space is deleted with its user, not on its own"));
         }
         // The tree goes at once; its blobs become orphans that the collector removes.
-        self.store.delete_space(&space.id).await.map_err(status)?;
+        self.store
+            .delete_space(&space.id)
+            .await
+            .map_err(|e| e.status())?;
         Ok(Response::new(DeleteSpaceResponse {}))
     }
 
@@ -591,7 +604,10 @@ impl Storage for Provider {
             .await?;
         this.shared_permissions = perm.shared();
         let locks = if r.with_locks {
-            self.store.space_locks(&space.id).await.map_err(status)?
+            self.store
+                .space_locks(&space.id)
+                .await
+                .map_err(|e| e.status())?
         } else {
             Vec::new()
         };
@@ -611,9 +627,12 @@ impl Storage for Provider {
             // Only checksums of the fields a display listing leaves out reach the message.
             .list_dir(&node, !r.without_checksums)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         let mut props = if r.with_props {
-            self.store.children_props(&node.id).await.map_err(status)?
+            self.store
+                .children_props(&node.id)
+                .await
+                .map_err(|e| e.status())?
         } else {
             Vec::new()
         };
@@ -659,7 +678,11 @@ impl Storage for Provider {
         perm.need(grants::CREATE)?;
         self.check_locks(who, &space.id, &path, Touch::Member, &r.lock_tokens)
             .await?;
-        let node = self.store.mkdir(&parent.id, &name).await.map_err(status)?;
+        let node = self
+            .store
+            .mkdir(&parent.id, &name)
+            .await
+            .map_err(|e| e.status())?;
         Ok(Response::new(self.node_message(&node, path, &space.owner)))
     }
 
@@ -679,11 +702,11 @@ impl Storage for Provider {
         }
         self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
-        self.store.delete(&node.id).await.map_err(status)?;
+        self.store.delete(&node.id).await.map_err(|e| e.status())?;
         self.store
             .remove_locks_within(&space.id, &path)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         Ok(Response::new(DeleteResponse {}))
     }
 
@@ -709,12 +732,12 @@ impl Storage for Provider {
             .store
             .move_node(&node.id, &parent.id, &name, r.overwrite)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         // Locks stay with URLs, not resources (RFC 4918 §7.7): the source's go away.
         self.store
             .remove_locks_within(&space.id, &src_path)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         Ok(Response::new(MoveResponse {
             node: Some(self.node_message(&moved, path, &space.owner)),
             replaced,
@@ -735,7 +758,7 @@ impl Storage for Provider {
             .store
             .copy_node(&node.id, &parent.id, &name, r.overwrite, r.recursive)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         Ok(Response::new(CopyResponse {
             node: Some(self.node_message(&copied, path, &dspace.owner)),
             replaced,
@@ -774,7 +797,7 @@ impl Storage for Provider {
         self.store
             .patch_props(&node.id, &patch)
             .await
-            .map_err(status)?;
+            .map_err(|e| e.status())?;
         Ok(Response::new(SetPropsResponse {}))
     }
 
@@ -792,7 +815,11 @@ impl Storage for Provider {
         };
         if !r.refresh_token.is_empty() {
             let (space, _, path) = self.resolve(who, r.r#ref.as_ref()).await?;
-            let current = self.store.space_locks(&space.id).await.map_err(status)?;
+            let current = self
+                .store
+                .space_locks(&space.id)
+                .await
+                .map_err(|e| e.status())?;
             let Some(lock) = current
                 .iter()
                 .find(|l| l.token == r.refresh_token && l.covers(&path) && l.holder == who.id)
@@ -803,7 +830,7 @@ impl Storage for Provider {
                 .store
                 .refresh_lock(&lock.token, expires_ms)
                 .await
-                .map_err(status)?;
+                .map_err(|e| e.status())?;
             return Ok(Response::new(LockResponse {
                 lock: Some(active_lock(&refreshed)),
                 created: false,
@@ -825,7 +852,7 @@ impl Storage for Provider {
             self.check_locks(who, &space.id, &path, Touch::Member, &r.lock_tokens)
                 .await?;
         }
-        let lock = arca_store::Lock {
+        let lock = arca_store_files::Lock {
             token: lock_token(),
             space_id: space.id.clone(),
             root_path: path.clone(),
@@ -835,18 +862,26 @@ impl Storage for Provider {
             holder: who.id.clone(),
             expires_ms,
         };
-        self.store.create_lock(&lock).await.map_err(status)?;
+        self.store
+            .create_lock(&lock)
+            .await
+            .map_err(|e| e.status())?;
         let mut created = false;
         if !exists {
             // RFC 4918 §7.3: locking an unmapped URL creates an empty resource.
             let empty = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
             let put = self
                 .store
-                .put_file(&parent.id, &name, empty, arca_store::PutOptions::default())
+                .put_file(
+                    &parent.id,
+                    &name,
+                    empty,
+                    arca_store_files::PutOptions::default(),
+                )
                 .await;
             if let Err(e) = put {
                 let _ = self.store.remove_lock(&lock.token).await;
-                return Err(status(e));
+                return Err(e.status());
             }
             created = true;
         }
@@ -863,7 +898,11 @@ impl Storage for Provider {
         let who = caller(&req)?;
         let r = req.get_ref();
         let (space, _, path) = self.resolve(who, r.r#ref.as_ref()).await?;
-        let locks = self.store.space_locks(&space.id).await.map_err(status)?;
+        let locks = self
+            .store
+            .space_locks(&space.id)
+            .await
+            .map_err(|e| e.status())?;
         let Some(lock) = locks.iter().find(|l| l.token == r.token && l.covers(&path)) else {
             return Err(
                 ErrorKind::Conflict.status("the lock token does not match a lock of this resource")
@@ -872,7 +911,10 @@ impl Storage for Provider {
         if lock.holder != who.id {
             return Err(ErrorKind::PermissionDenied.status("the lock belongs to someone else"));
         }
-        self.store.remove_lock(&lock.token).await.map_err(status)?;
+        self.store
+            .remove_lock(&lock.token)
+            .await
+            .map_err(|e| e.status())?;
         Ok(Response::new(UnlockResponse {}))
     }
 
@@ -891,10 +933,11 @@ impl Storage for Provider {
         }
         let etag = match self.store.resolve(&space.id, &path).await {
             Ok(n) => n.etag,
-            Err(arca_store::StoreError::NotFound | arca_store::StoreError::NotADirectory) => {
-                String::new()
-            }
-            Err(e) => return Err(status(e)),
+            Err(
+                arca_store_files::StoreError::NotFound
+                | arca_store_files::StoreError::NotADirectory,
+            ) => String::new(),
+            Err(e) => return Err(e.status()),
         };
         Ok(Response::new(GetLocksResponse {
             etag,
@@ -915,7 +958,7 @@ impl Storage for Provider {
             match self.personal_entry(who, r.r#ref.as_ref()).await? {
                 Some((space, parent, name, path, child)) => {
                     let (child, locks) = child;
-                    let found = child.ok_or(arca_store::StoreError::NotFound);
+                    let found = child.ok_or(arca_store_files::StoreError::NotFound);
                     (
                         space,
                         parent,
@@ -930,7 +973,7 @@ impl Storage for Provider {
                 None => {
                     let (space, parent, name, path, perm) =
                         self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
-                    arca_store::validate_name(&name).map_err(status)?;
+                    arca_store_files::validate_name(&name).map_err(|e| e.status())?;
                     let found = self.store.child(&parent.id, &name).await;
                     (space, parent, name, path, perm, found, true, false)
                 }
@@ -939,7 +982,7 @@ impl Storage for Provider {
         let blind = grants::blind(&perm);
         if blind && found.is_ok() {
             (name, path) = grants::free_name(&self.store, &parent.id, &path).await?;
-            found = Err(arca_store::StoreError::NotFound);
+            found = Err(arca_store_files::StoreError::NotFound);
         }
         // Replacing is an update, a new file a create (all an upload-only link may do).
         perm.need(if found.is_ok() {
@@ -952,8 +995,8 @@ impl Storage for Provider {
                 return Err(ErrorKind::Conflict.status("a collection exists under this name"));
             }
             Ok(n) => Some(n),
-            Err(arca_store::StoreError::NotFound) => None,
-            Err(e) => return Err(status(e)),
+            Err(arca_store_files::StoreError::NotFound) => None,
+            Err(e) => return Err(e.status()),
         };
         let existing = found
             .as_ref()
@@ -1015,13 +1058,16 @@ impl Storage for Provider {
             }));
         }
         let prechecked = if one_read {
-            let opts = arca_store::PutOptions {
+            let opts = arca_store_files::PutOptions {
                 if_match: (!r.if_match.is_empty()).then(|| r.if_match.clone()),
                 if_none_match_any: r.if_none_match_any,
                 content_length: u64::try_from(r.length).ok(),
                 ..Default::default()
             };
-            Some(arca_store::Precheck::of(&space, &parent, found.as_ref(), &opts).map_err(status)?)
+            Some(
+                arca_store_files::Precheck::of(&space, &parent, found.as_ref(), &opts)
+                    .map_err(|e| e.status())?,
+            )
         } else {
             None
         };
@@ -1121,7 +1167,11 @@ pub(crate) fn mtime(ns: i64) -> Option<std::time::SystemTime> {
 impl Provider {
     /// A space as a message, with the details a drive shows.
     async fn space_message(&self, space: &StoreSpace) -> Result<Space, Status> {
-        let details = self.store.space_details(&space.id).await.map_err(status)?;
+        let details = self
+            .store
+            .space_details(&space.id)
+            .await
+            .map_err(|e| e.status())?;
         let mut m = convert::space(self.name, space);
         m.description = details.description;
         m.alias = details.alias;
@@ -1136,11 +1186,15 @@ impl Provider {
             return Err(ErrorKind::PermissionDenied.status("only admins list every space"));
         }
         if !who.admin {
-            return self.store.list_spaces(Some(&who.id)).await.map_err(status);
+            return self
+                .store
+                .list_spaces(Some(&who.id))
+                .await
+                .map_err(|e| e.status());
         }
-        let mut spaces = self.store.list_spaces(None).await.map_err(status)?;
+        let mut spaces = self.store.list_spaces(None).await.map_err(|e| e.status())?;
         if !all {
-            spaces.retain(|s| s.owner == who.id || s.kind == arca_store::SpaceKind::Project);
+            spaces.retain(|s| s.owner == who.id || s.kind == arca_store_files::SpaceKind::Project);
         }
         Ok(spaces)
     }
@@ -1157,7 +1211,7 @@ impl Provider {
         if provider != self.name {
             return Err(not_found());
         }
-        self.store.space(id).await.map_err(status)
+        self.store.space(id).await.map_err(|e| e.status())
     }
 }
 

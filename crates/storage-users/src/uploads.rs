@@ -2,7 +2,7 @@
 //! takes `PATCH` (append a chunk), `HEAD` (where is it) and `DELETE` (termination), the commit
 //! of a complete upload, and the sweep that removes expired uploads.
 //!
-//! The state is the store's ([`arca_store::Upload`]): the record in the shared metadata
+//! The state is the store's ([`arca_store_files::Upload`]): the record in the shared metadata
 //! database, each PATCH's bytes as one part object in the blob store. So every storage-users
 //! instance sharing the database and blob store serves every upload, and an upload outlives
 //! the instance it began on (issue 7: a rolling restart loses no upload).
@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arca_proto::ErrorKind;
 use arca_proto::v1::{InitiateUploadRequest, Node, Transfer};
 use arca_runtime::{BoxFuture, Identity, Schedule, ServiceError, Worker, WorkerState};
-use arca_store::{
+use arca_store_files::{
     Appended, Node as StoreNode, PutOptions, Space as StoreSpace, Store, StoreError, Upload,
 };
 use axum::body::Body;
@@ -100,20 +100,10 @@ impl UploadError {
             }
             UploadError::TooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
             UploadError::Store(e) => match e {
-                StoreError::NotFound
-                | StoreError::Conflict
-                | StoreError::NotADirectory
-                | StoreError::IsADirectory => StatusCode::CONFLICT,
-                StoreError::PreconditionFailed | StoreError::AlreadyExists => {
-                    StatusCode::PRECONDITION_FAILED
-                }
-                StoreError::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
-                // Another request is committing this upload.
-                StoreError::Locked => StatusCode::LOCKED,
-                StoreError::InvalidName { .. }
-                | StoreError::ChecksumMismatch { .. }
-                | StoreError::LengthMismatch { .. } => StatusCode::BAD_REQUEST,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+                // Here the target's directory is what was not found: to a TUS client a 404
+                // means the upload itself is gone (TUS 1.0.0, HEAD and PATCH), so 409.
+                StoreError::NotFound => StatusCode::CONFLICT,
+                e => e.http_status(),
             },
         }
     }
@@ -600,7 +590,7 @@ pub(crate) async fn terminate(State(p): State<Provider>, Path(token): Path<Strin
 
 #[cfg(test)]
 mod tests {
-    use arca_store::StoreConfig;
+    use arca_store_files::StoreConfig;
     use bytes::Bytes;
 
     use super::*;

@@ -1,31 +1,28 @@
-//! The metadata store: one `AnyPool` over SQLite or PostgreSQL, the same SQL for both
-//! (`$n` placeholders, integers for flags and times, TEXT ids), embedded migrations per dialect.
+//! The metadata database: one `AnyPool` over SQLite or PostgreSQL, the same SQL for both
+//! (`$n` placeholders, integers for flags and times, TEXT ids), its owner's migrations run at
+//! open (see `schema`).
 
-use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyPool, Row, SqlSafeStr, Transaction};
+use sqlx::{Any, AnyPool, Row, Transaction};
 use sqlx::{AnyConnection, Connection as _};
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::StoreError;
-use crate::checksum::Checksums;
-use crate::ids::from_ns;
-use crate::model::{Node, NodeKind, Space, SpaceKind};
+use crate::schema::Schema;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
+pub enum Dialect {
     Sqlite,
     Postgres,
 }
 
 impl Dialect {
-    pub(crate) fn of_url(url: &str) -> Result<Self, StoreError> {
+    pub fn of_url(url: &str) -> Result<Self, StoreError> {
         if url.starts_with("sqlite:") {
             Ok(Dialect::Sqlite)
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
@@ -68,118 +65,9 @@ async fn sqlite_pragmas(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-fn migrator(dialect: Dialect) -> Migrator {
-    // Slices, not arrays: each migration added is one entry, with no length to keep in step.
-    let steps: &[(i64, &'static str, &'static str)] = match dialect {
-        Dialect::Sqlite => &[
-            (
-                1,
-                "init",
-                include_str!("../migrations/sqlite/0001_init.sql"),
-            ),
-            (
-                2,
-                "users_locks",
-                include_str!("../migrations/sqlite/0002_users_locks.sql"),
-            ),
-            (
-                3,
-                "identity",
-                include_str!("../migrations/sqlite/0003_identity.sql"),
-            ),
-            (
-                4,
-                "space_details",
-                include_str!("../migrations/sqlite/0004_space_details.sql"),
-            ),
-            (
-                10,
-                "shares",
-                include_str!("../migrations/sqlite/0010_shares.sql"),
-            ),
-            (
-                12,
-                "uploads",
-                include_str!("../migrations/sqlite/0012_uploads.sql"),
-            ),
-            (
-                20,
-                "undo",
-                include_str!("../migrations/sqlite/0020_undo.sql"),
-            ),
-            (
-                25,
-                "upload_folders",
-                include_str!("../migrations/sqlite/0025_upload_folders.sql"),
-            ),
-            (
-                26,
-                "place_claim",
-                include_str!("../migrations/sqlite/0026_place_claim.sql"),
-            ),
-        ],
-        Dialect::Postgres => &[
-            (
-                1,
-                "init",
-                include_str!("../migrations/postgres/0001_init.sql"),
-            ),
-            (
-                2,
-                "users_locks",
-                include_str!("../migrations/postgres/0002_users_locks.sql"),
-            ),
-            (
-                3,
-                "identity",
-                include_str!("../migrations/postgres/0003_identity.sql"),
-            ),
-            (
-                4,
-                "space_details",
-                include_str!("../migrations/postgres/0004_space_details.sql"),
-            ),
-            (
-                10,
-                "shares",
-                include_str!("../migrations/postgres/0010_shares.sql"),
-            ),
-            (
-                12,
-                "uploads",
-                include_str!("../migrations/postgres/0012_uploads.sql"),
-            ),
-            (
-                20,
-                "undo",
-                include_str!("../migrations/postgres/0020_undo.sql"),
-            ),
-            (
-                25,
-                "upload_folders",
-                include_str!("../migrations/postgres/0025_upload_folders.sql"),
-            ),
-        ],
-    };
-    Migrator::with_migrations(
-        steps
-            .iter()
-            .map(|&(version, name, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(name),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
-}
-
-pub(crate) struct Db {
-    pub(crate) pool: AnyPool,
-    pub(crate) dialect: Dialect,
+pub struct Db {
+    pub pool: AnyPool,
+    pub dialect: Dialect,
     /// SQLite only: the connections reads use (see [`Readers`]).
     readers: Option<Arc<Readers>>,
     /// `arca_db_operations_total{store,op}`: connections taken for reading and write
@@ -199,10 +87,11 @@ pub(crate) struct Db {
 
 impl Db {
     /// `name` labels the metrics (`store="NAME"`).
-    pub(crate) async fn open(
+    pub async fn open(
         url: &str,
         max_connections: Option<u32>,
         name: &str,
+        schema: &Schema,
     ) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = Dialect::of_url(url)?;
@@ -222,7 +111,7 @@ impl Db {
             }
         }
         let pool = options.connect(url).await?;
-        migrator(dialect).run(&pool).await?;
+        crate::schema::migrate(&pool, dialect, schema).await?;
         let readers = (dialect == Dialect::Sqlite).then(|| {
             Arc::new(Readers {
                 url: url.to_owned(),
@@ -253,12 +142,12 @@ impl Db {
     /// is over, so whatever a read returned before it moved may have changed since and nothing
     /// read while it stands still has. Commits then run to their end even when their caller
     /// goes away (see [`WriteTx::finish`]).
-    pub(crate) fn count_changes(&mut self) -> Arc<AtomicU64> {
+    pub fn count_changes(&mut self) -> Arc<AtomicU64> {
         Arc::clone(self.changes.get_or_insert_with(Default::default))
     }
 
     /// A connection for reading.
-    pub(crate) async fn acquire(&self) -> Result<ReadConn, StoreError> {
+    pub async fn acquire(&self) -> Result<ReadConn, StoreError> {
         self.reads.increment(1);
         match &self.readers {
             Some(readers) => readers.acquire().await,
@@ -267,7 +156,7 @@ impl Db {
     }
 
     /// Closes the pool and the idle reader connections.
-    pub(crate) async fn close(&self) {
+    pub async fn close(&self) {
         self.pool.close().await;
         if let Some(readers) = &self.readers {
             readers.permits.close();
@@ -283,7 +172,7 @@ impl Db {
     /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction that
     /// reads first and writes later fails with SQLITE_BUSY when another writer committed in
     /// between, instead of waiting.
-    pub(crate) async fn begin_write(&self) -> Result<WriteTx<'static>, StoreError> {
+    pub async fn begin_write(&self) -> Result<WriteTx<'static>, StoreError> {
         self.writes.increment(1);
         let guard = self.write_guard().await;
         let tx = match self.dialect {
@@ -301,12 +190,12 @@ impl Db {
     /// ([`Db::begin_write_on`]): the group committer keeps one while work is queued, so a
     /// batch pays no pool hand-off. Give it back (drop it) when idle: closing the store waits
     /// for every connection.
-    pub(crate) async fn writer_conn(&self) -> Result<PoolConnection<Any>, StoreError> {
+    pub async fn writer_conn(&self) -> Result<PoolConnection<Any>, StoreError> {
         Ok(self.pool.acquire().await?)
     }
 
     /// [`Db::begin_write`] on a connection the caller holds (see [`Db::writer_conn`]).
-    pub(crate) async fn begin_write_on<'c>(
+    pub async fn begin_write_on<'c>(
         &self,
         conn: &'c mut AnyConnection,
     ) -> Result<WriteTx<'c>, StoreError> {
@@ -340,7 +229,7 @@ impl Db {
 /// one: a read holds no transaction open, and sqlx resets a statement whose reader went away
 /// (its `ExecuteIter` resets on drop) on the worker, before the next command there runs. So a
 /// reader goes back to the idle list as it is dropped, with no ping.
-pub(crate) struct Readers {
+pub struct Readers {
     url: String,
     idle: std::sync::Mutex<Vec<AnyConnection>>,
     /// As many as the pool's size: readers in use or idle never exceed it.
@@ -375,7 +264,7 @@ impl Readers {
 }
 
 /// A connection for reading: one of SQLite's [`Readers`], or one from PostgreSQL's pool.
-pub(crate) enum ReadConn {
+pub enum ReadConn {
     Pooled(PoolConnection<Any>),
     Own {
         /// Taken back into `home` on drop.
@@ -422,20 +311,20 @@ impl Drop for ReadConn {
 
 /// A write transaction. Field order matters: the transaction is dropped (rolled back) before the
 /// in-process write lock is released.
-pub(crate) struct WriteTx<'c> {
-    pub(crate) tx: Transaction<'c, Any>,
+pub struct WriteTx<'c> {
+    pub tx: Transaction<'c, Any>,
     _guard: Option<OwnedMutexGuard<()>>,
     changes: Option<Arc<AtomicU64>>,
 }
 
 impl WriteTx<'_> {
-    pub(crate) fn conn(&mut self) -> &mut AnyConnection {
+    pub fn conn(&mut self) -> &mut AnyConnection {
         &mut self.tx
     }
 
     /// Commits on the caller's task. Only for a caller whose future is never dropped midway
     /// (the group committer's own task): [`WriteTx::finish`] explains why others may not.
-    pub(crate) async fn commit_here(self) -> Result<(), StoreError> {
+    pub async fn commit_here(self) -> Result<(), StoreError> {
         let result = self.tx.commit().await;
         if let Some(changes) = &self.changes {
             // Counted whether it succeeded or not: a failed COMMIT may have landed.
@@ -447,7 +336,7 @@ impl WriteTx<'_> {
 
     /// Rolls back explicitly (rather than on drop, so the connection is clean before the
     /// write lock passes on), and returns `error`.
-    pub(crate) async fn roll_back(self, error: StoreError) -> StoreError {
+    pub async fn roll_back(self, error: StoreError) -> StoreError {
         if let Err(rb) = self.tx.rollback().await {
             tracing::warn!(error = %rb, "rollback failed");
         }
@@ -458,7 +347,7 @@ impl WriteTx<'_> {
 impl WriteTx<'static> {
     /// Commits on `Ok`, rolls back explicitly on `Err` (rather than on drop, so the connection
     /// is clean before the write lock passes on).
-    pub(crate) async fn finish<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub async fn finish<T>(self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Ok(v) => {
                 match self.changes {
@@ -489,89 +378,29 @@ impl WriteTx<'static> {
     }
 }
 
-/// The node columns, in the order [`node_from_row`] reads them.
-macro_rules! node_cols {
-    () => {
-        "id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, sha1, md5, adler32, created"
-    };
-}
-pub(crate) use node_cols;
-
-pub(crate) fn node_from_row(row: &AnyRow) -> Result<Node, StoreError> {
-    node_from_row_at(row, 0)
-}
-
-/// [`node_from_row`] for node columns that start at column `base` (after others in a join).
-pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreError> {
-    let kind: i64 = row.try_get(base + 4)?;
-    let kind =
-        NodeKind::from_db(kind).ok_or_else(|| StoreError::Corrupt(format!("node kind {kind}")))?;
-    let size: i64 = row.try_get(base + 5)?;
-    let sha1: Option<String> = row.try_get(base + 9)?;
-    let md5: Option<String> = row.try_get(base + 10)?;
-    let adler32: Option<String> = row.try_get(base + 11)?;
-    let checksums = match (sha1, md5, adler32) {
-        (Some(sha1), Some(md5), Some(adler32)) => Some(Checksums { sha1, md5, adler32 }),
-        _ => None,
-    };
-    Ok(Node {
-        id: row.try_get(base)?,
-        space_id: row.try_get(base + 1)?,
-        parent_id: row.try_get(base + 2)?,
-        name: row.try_get(base + 3)?,
-        kind,
-        size: u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("node size {size}")))?,
-        mtime: from_ns(row.try_get(base + 6)?),
-        etag: row.try_get(base + 7)?,
-        blob_id: row.try_get(base + 8)?,
-        checksums,
-        created: from_ns(row.try_get(base + 12)?),
-    })
-}
-
-/// Space columns joined with the root node, in the order [`space_from_row`] reads them.
-macro_rules! space_cols {
-    () => {
-        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag"
-    };
-}
-pub(crate) use space_cols;
-
-pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
-    let kind: String = row.try_get(1)?;
-    let kind =
-        SpaceKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("space kind {kind}")))?;
-    let quota: Option<i64> = row.try_get(4)?;
-    let used: i64 = row.try_get(6)?;
-    let id: String = row.try_get(0)?;
-    Ok(Space {
-        root_id: id.clone(),
-        id,
-        kind,
-        owner: row.try_get(2)?,
-        name: row.try_get(3)?,
-        quota: quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0),
-        used: u64::try_from(used).unwrap_or(0),
-        etag: row.try_get(7)?,
-        created: from_ns(row.try_get(5)?),
-    })
-}
-
 /// The first column of every row, as text: what a `… RETURNING id` or a list of ids gives.
-pub(crate) fn first_strings(rows: &[AnyRow]) -> Result<Vec<String>, StoreError> {
+pub fn first_strings(rows: &[AnyRow]) -> Result<Vec<String>, StoreError> {
     rows.iter()
         .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
         .collect()
 }
 
 /// Sizes are u64 in the API and BIGINT in the database.
-pub(crate) fn db_size(v: u64) -> Result<i64, StoreError> {
+pub fn db_size(v: u64) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("size {v} out of range")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Owner;
+
+    /// A schema of no migrations: these tests make their own tables.
+    const NO_TABLES: Schema = Schema {
+        owner: Owner::Records,
+        sqlite: &[],
+        postgres: &[],
+    };
 
     /// The pragmas are per connection: every pooled connection and every reader must have
     /// them, not only the first (WAL itself is persistent, busy_timeout and foreign_keys are
@@ -580,7 +409,7 @@ mod tests {
     async fn sqlite_pragmas_on_every_connection() {
         let tmp = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
-        let db = Db::open(&url, Some(3), "test").await.unwrap();
+        let db = Db::open(&url, Some(3), "test", &NO_TABLES).await.unwrap();
         let mut conns = Vec::new();
         let mut readers = Vec::new();
         for _ in 0..3 {
@@ -627,7 +456,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", tmp.path().join("m.db").display());
         // One reader, so every read below runs on the same connection.
-        let db = Db::open(&url, Some(1), "test").await.unwrap();
+        let db = Db::open(&url, Some(1), "test", &NO_TABLES).await.unwrap();
         sqlx::raw_sql(
             "CREATE TABLE t (x INTEGER); \
              WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) \

@@ -1,10 +1,50 @@
-//! The one error type of the crate. Callers map it to gRPC/HTTP codes in one place; the variant
-//! docs say which WebDAV answer each usually becomes.
+//! The one error type of the stores. It is mapped to gRPC/HTTP codes in one place (`status`);
+//! the variant docs say which WebDAV answer each usually becomes.
 
-use crate::checksum::ChecksumAlgo;
+use std::fmt;
+use std::str::FromStr;
 
 /// A boxed error from the caller's body stream.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A checksum algorithm a client may name (`OC-Checksum: SHA1:...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChecksumAlgo {
+    Sha1,
+    Md5,
+    Adler32,
+}
+
+impl ChecksumAlgo {
+    /// The upper-case name oCIS uses in `oc:checksums` and `OC-Checksum`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChecksumAlgo::Sha1 => "SHA1",
+            ChecksumAlgo::Md5 => "MD5",
+            ChecksumAlgo::Adler32 => "ADLER32",
+        }
+    }
+}
+
+impl fmt::Display for ChecksumAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ChecksumAlgo {
+    type Err = ();
+
+    /// Case-insensitive: clients send `SHA1`, capabilities say `sha1`.
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.to_ascii_lowercase().as_str() {
+            "sha1" | "sha-1" => Ok(ChecksumAlgo::Sha1),
+            "md5" => Ok(ChecksumAlgo::Md5),
+            "adler32" | "adler-32" => Ok(ChecksumAlgo::Adler32),
+            _ => Err(()),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -91,7 +131,7 @@ impl StoreError {
     }
 
     /// True when a database error is a unique-constraint violation (a lost creation race).
-    pub(crate) fn is_unique_violation(&self) -> bool {
+    pub fn is_unique_violation(&self) -> bool {
         matches!(self, StoreError::Db(sqlx::Error::Database(e)) if e.is_unique_violation())
     }
 }

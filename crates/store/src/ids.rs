@@ -4,19 +4,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A new random 128-bit id as 32 lowercase hex characters. Used for node, space and blob ids and
 /// for etags (the oCIS etag shape: 32 hex characters, quoted by the HTTP layer).
-pub(crate) fn new_id() -> String {
+pub fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
 /// Nanoseconds since the epoch; i64 covers the years 1678..2262, and times outside are clamped.
-pub(crate) fn to_ns(t: SystemTime) -> i64 {
+pub fn to_ns(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
         Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
     }
 }
 
-pub(crate) fn from_ns(ns: i64) -> SystemTime {
+pub fn from_ns(ns: i64) -> SystemTime {
     if ns >= 0 {
         UNIX_EPOCH + Duration::from_nanos(ns.unsigned_abs())
     } else {
@@ -24,12 +24,12 @@ pub(crate) fn from_ns(ns: i64) -> SystemTime {
     }
 }
 
-pub(crate) fn now_ns() -> i64 {
+pub fn now_ns() -> i64 {
     to_ns(SystemTime::now())
 }
 
 /// Milliseconds since the epoch, for blob bookkeeping (ages compared against `min_age`).
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     now_ns() / 1_000_000
 }
 

@@ -1,4 +1,5 @@
-//! A private PostgreSQL for tests.
+//! A private PostgreSQL for tests, shared by the tests of arca-store-files and arca-store-records
+//! (each includes this file by `#[path]`, so it lives once, with the core).
 //!
 //! `PgServer::start` runs the Debian `postgresql` binaries (`/usr/lib/postgresql/*/bin`):
 //! `initdb` into a data directory of its own under /tmp, then `pg_ctl start` with a socket

@@ -1,0 +1,157 @@
+//! The metadata database as this store uses it: arca-store's [`Db`] with this crate's
+//! migrations ([`SCHEMA`]), and the rows of its tables.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+pub(crate) use arca_store::db::{Db, Dialect, ReadConn, db_size, first_strings};
+use arca_store::ids::from_ns;
+use arca_store::{Owner, Schema};
+
+use crate::StoreError;
+use crate::checksum::Checksums;
+use crate::model::{Node, NodeKind, Space, SpaceKind};
+
+/// The files store's tables. The versions continue the pre-split set's (see
+/// `arca_store::schema`): a version here is the same change as the one of that number there.
+pub(crate) const SCHEMA: Schema = Schema {
+    owner: Owner::Files,
+    // Slices, not arrays: each migration added is one entry, with no length to keep in step.
+    sqlite: &[
+        (
+            1,
+            "init",
+            include_str!("../migrations/sqlite/0001_init.sql"),
+        ),
+        (
+            2,
+            "locks",
+            include_str!("../migrations/sqlite/0002_locks.sql"),
+        ),
+        (
+            4,
+            "space_details",
+            include_str!("../migrations/sqlite/0004_space_details.sql"),
+        ),
+        (
+            12,
+            "uploads",
+            include_str!("../migrations/sqlite/0012_uploads.sql"),
+        ),
+        (
+            20,
+            "undo",
+            include_str!("../migrations/sqlite/0020_undo.sql"),
+        ),
+        (
+            25,
+            "upload_folders",
+            include_str!("../migrations/sqlite/0025_upload_folders.sql"),
+        ),
+        (
+            26,
+            "place_claim",
+            include_str!("../migrations/sqlite/0026_place_claim.sql"),
+        ),
+    ],
+    postgres: &[
+        (
+            1,
+            "init",
+            include_str!("../migrations/postgres/0001_init.sql"),
+        ),
+        (
+            2,
+            "locks",
+            include_str!("../migrations/postgres/0002_locks.sql"),
+        ),
+        (
+            4,
+            "space_details",
+            include_str!("../migrations/postgres/0004_space_details.sql"),
+        ),
+        (
+            12,
+            "uploads",
+            include_str!("../migrations/postgres/0012_uploads.sql"),
+        ),
+        (
+            20,
+            "undo",
+            include_str!("../migrations/postgres/0020_undo.sql"),
+        ),
+        (
+            25,
+            "upload_folders",
+            include_str!("../migrations/postgres/0025_upload_folders.sql"),
+        ),
+    ],
+};
+
+/// The node columns, in the order [`node_from_row`] reads them.
+macro_rules! node_cols {
+    () => {
+        "id, space_id, parent_id, name, kind, size, mtime, etag, blob_id, sha1, md5, adler32, created"
+    };
+}
+pub(crate) use node_cols;
+
+pub(crate) fn node_from_row(row: &AnyRow) -> Result<Node, StoreError> {
+    node_from_row_at(row, 0)
+}
+
+/// [`node_from_row`] for node columns that start at column `base` (after others in a join).
+pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreError> {
+    let kind: i64 = row.try_get(base + 4)?;
+    let kind =
+        NodeKind::from_db(kind).ok_or_else(|| StoreError::Corrupt(format!("node kind {kind}")))?;
+    let size: i64 = row.try_get(base + 5)?;
+    let sha1: Option<String> = row.try_get(base + 9)?;
+    let md5: Option<String> = row.try_get(base + 10)?;
+    let adler32: Option<String> = row.try_get(base + 11)?;
+    let checksums = match (sha1, md5, adler32) {
+        (Some(sha1), Some(md5), Some(adler32)) => Some(Checksums { sha1, md5, adler32 }),
+        _ => None,
+    };
+    Ok(Node {
+        id: row.try_get(base)?,
+        space_id: row.try_get(base + 1)?,
+        parent_id: row.try_get(base + 2)?,
+        name: row.try_get(base + 3)?,
+        kind,
+        size: u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("node size {size}")))?,
+        mtime: from_ns(row.try_get(base + 6)?),
+        etag: row.try_get(base + 7)?,
+        blob_id: row.try_get(base + 8)?,
+        checksums,
+        created: from_ns(row.try_get(base + 12)?),
+    })
+}
+
+/// Space columns joined with the root node, in the order [`space_from_row`] reads them.
+macro_rules! space_cols {
+    () => {
+        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag"
+    };
+}
+pub(crate) use space_cols;
+
+pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
+    let kind: String = row.try_get(1)?;
+    let kind =
+        SpaceKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("space kind {kind}")))?;
+    let quota: Option<i64> = row.try_get(4)?;
+    let used: i64 = row.try_get(6)?;
+    let id: String = row.try_get(0)?;
+    Ok(Space {
+        root_id: id.clone(),
+        id,
+        kind,
+        owner: row.try_get(2)?,
+        name: row.try_get(3)?,
+        quota: quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0),
+        used: u64::try_from(used).unwrap_or(0),
+        etag: row.try_get(7)?,
+        created: from_ns(row.try_get(5)?),
+    })
+}
