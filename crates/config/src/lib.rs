@@ -3,6 +3,12 @@
 //!
 //! Every value is validated here, before any port is bound, and every [`ConfigError`] is one
 //! line naming the dotted key, the problem and the [`Origin`] of the offending value.
+//!
+//! Each key is declared once, in a `section!` below: its field (name and type), default,
+//! environment variable, reader (the check of its value) and doc, which is also its line in
+//! the `arca init` template. A new plain key is one line there. Values made of several keys
+//! (the proxy's TLS pair and OIDC provider, a storage service's section and blobs) are
+//! hand-written `Part`s in load.rs, their keys still listed once beside their reader.
 
 mod error;
 mod keys;
@@ -15,6 +21,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use arca_transport::Endpoint;
+
+use crate::keys::section;
+use crate::load::Field;
 
 pub use error::{ConfigError, Origin, Problem};
 pub use load::{Overrides, load, load_from_process};
@@ -30,43 +39,46 @@ pub const SERVICE_NAMES: [&str; 6] = [
     "sharing",
 ];
 
-/// The whole configuration of one `arca` process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// The YAML file that was read, if any.
-    pub source: Option<PathBuf>,
-    pub data_dir: PathBuf,
-    /// Services hosted by this process: names from [`SERVICE_NAMES`], no duplicates, never empty.
-    pub services: Vec<String>,
-    pub log: LogConfig,
-    pub tracing: TracingConfig,
-    pub debug: DebugConfig,
-    pub shutdown: ShutdownConfig,
-    pub transport: TransportConfig,
-    pub registry: RegistryConfig,
-    pub events: EventsConfig,
-    pub identity: IdentityConfig,
-    pub proxy: ProxyConfig,
-    pub frontend: ServiceSection,
-    pub gateway: ServiceSection,
-    pub storage_users: StorageSection,
-    pub storage_system: StorageSection,
-    pub sharing: SharingSection,
+section! {
+    /// The whole configuration of one `arca` process.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Config check(load::config_rules) {
+        /// The YAML file that was read, if any.
+        source: Option<PathBuf> = none(None),
+        /// Directory where services keep their files and databases.
+        data_dir: PathBuf = key("./data", Field::path, env "ARCA_DATA_DIR"),
+        /// Services this process hosts (a comma list in env and flags); others are found
+        /// through the registry.
+        services: Vec<String> = key(SERVICE_NAMES, load::services, env "ARCA_SERVICES"),
+        log: LogConfig = part(LogConfig::PART),
+        tracing: TracingConfig = part(TracingConfig::PART),
+        debug: DebugConfig = part(DebugConfig::PART),
+        shutdown: ShutdownConfig = part(ShutdownConfig::PART),
+        transport: TransportConfig = part(load::TRANSPORT),
+        registry: RegistryConfig = part(RegistryConfig::PART),
+        events: EventsConfig = part(EventsConfig::PART),
+        identity: IdentityConfig = part(IdentityConfig::PART),
+        proxy: ProxyConfig = part(ProxyConfig::PART),
+        frontend: FrontendSection = part(FrontendSection::PART),
+        gateway: GatewaySection = part(GatewaySection::PART),
+        storage_users as "storage-users": StorageSection = part(load::STORAGE_USERS),
+        storage_system as "storage-system": StorageSection = part(load::STORAGE_SYSTEM),
+        sharing: SharingSection = part(SharingSection::PART),
+    }
 }
 
 impl Config {
     /// The configured endpoint of a service, by its name in [`SERVICE_NAMES`].
     pub fn endpoint(&self, service: &str) -> Option<&Endpoint> {
-        let section = match service {
-            "proxy" => return Some(&self.proxy.endpoint),
-            "frontend" => &self.frontend,
-            "gateway" => &self.gateway,
-            "storage-users" => return Some(&self.storage_users.endpoint),
-            "storage-system" => return Some(&self.storage_system.endpoint),
-            "sharing" => return Some(&self.sharing.endpoint),
-            _ => return None,
-        };
-        Some(&section.endpoint)
+        match service {
+            "proxy" => Some(&self.proxy.endpoint),
+            "frontend" => Some(&self.frontend.endpoint),
+            "gateway" => Some(&self.gateway.endpoint),
+            "storage-users" => Some(&self.storage_users.endpoint),
+            "storage-system" => Some(&self.storage_system.endpoint),
+            "sharing" => Some(&self.sharing.endpoint),
+            _ => None,
+        }
     }
 
     /// Whether this process hosts `service`.
@@ -84,11 +96,20 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogConfig {
-    pub format: LogFormat,
-    /// A `tracing_subscriber::EnvFilter` directive, kept as written.
-    pub level: String,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct LogConfig {
+        /// pretty for people at a terminal, json for log collectors.
+        format: LogFormat = key("pretty", |f: &Field| {
+            f.choice("pretty, json", |s| match s {
+                "pretty" => Some(LogFormat::Pretty),
+                "json" => Some(LogFormat::Json),
+                _ => None,
+            })
+        }, env "ARCA_LOG_FORMAT"),
+        /// A tracing filter, e.g. info or arca_gateway=debug,info.
+        level: String = key("info", Field::text, env "ARCA_LOG_LEVEL"),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,29 +118,40 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TracingConfig {
-    pub otlp: OtlpConfig,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct TracingConfig {
+        otlp: OtlpConfig = part(OtlpConfig::PART),
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OtlpConfig {
-    /// `http(s)://HOST:PORT` of an OTLP collector; `None` exports nothing.
-    pub endpoint: Option<String>,
-    pub service_name: String,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct OtlpConfig {
+        /// OTLP collector as http(s)://HOST:PORT; empty exports no traces.
+        endpoint: Option<String> = key(unset, Field::optional_url, env "ARCA_TRACING_OTLP_ENDPOINT"),
+        /// Service name attached to exported traces.
+        service_name: String = key("arca", Field::text),
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DebugConfig {
-    /// `HOST:PORT` of the process's debug server.
-    pub addr: String,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct DebugConfig {
+        /// HOST:PORT of this process's debug server: health, readiness, metrics.
+        addr: String = key("127.0.0.1:9205", Field::host_port, env "ARCA_DEBUG_ADDR"),
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShutdownConfig {
-    pub drain_delay: Duration,
-    /// Always greater than zero.
-    pub timeout: Duration,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ShutdownConfig {
+        /// Wait between turning not-ready and stopping, so load balancers stop sending work
+        /// first.
+        drain_delay: Duration = key("0s", Field::duration, env "ARCA_SHUTDOWN_DRAIN_DELAY"),
+        /// Deadline for a clean stop; services still running after it are aborted.
+        timeout: Duration = key("30s", Field::positive_duration, env "ARCA_SHUTDOWN_TIMEOUT"),
+    }
 }
 
 /// How calls between services behave (`transport.*`).
@@ -130,37 +162,55 @@ pub struct TransportConfig {
     pub max_buffered_body: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegistryConfig {
-    pub kind: RegistryKind,
-    /// YAML key `static`: service name → its endpoints; every name is in [`SERVICE_NAMES`] and
-    /// every list is non-empty.
-    pub static_endpoints: BTreeMap<String, Vec<Endpoint>>,
-    /// Used with [`RegistryKind::Nats`]; read (and validated) whatever the kind.
-    pub nats: NatsRegistryConfig,
-    /// Used with [`RegistryKind::Dns`]; read (and validated) whatever the kind.
-    pub dns: DnsRegistryConfig,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct RegistryConfig {
+        /// How services find each other: memory (this process only), static (the map below),
+        /// nats (a JetStream KV bucket) or dns (names below).
+        kind: RegistryKind = key("memory", |f: &Field| {
+            f.choice("memory, static, nats, dns", |s| match s {
+                "memory" => Some(RegistryKind::Memory),
+                "static" => Some(RegistryKind::Static),
+                "nats" => Some(RegistryKind::Nats),
+                "dns" => Some(RegistryKind::Dns),
+                _ => None,
+            })
+        }),
+        /// With kind static: service name -> endpoints, e.g. {gateway: [tcp://10.0.0.2:9142]}.
+        static_endpoints as "static": BTreeMap<String, Vec<Endpoint>> = key({}, load::static_endpoints),
+        nats: NatsRegistryConfig = part(NatsRegistryConfig::PART),
+        dns: DnsRegistryConfig = part(DnsRegistryConfig::PART),
+    }
 }
 
-/// A NATS JetStream KV bucket as the registry (and the home of leader leases).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NatsRegistryConfig {
-    /// One or more `nats://HOST:PORT` (or `tls://`) server URLs, comma-separated as given.
-    pub url: String,
-    /// A valid KV bucket name.
-    pub bucket: String,
-    /// How long an entry lives without a heartbeat; at least 3 s, whole seconds (NATS
-    /// per-message TTLs count seconds).
-    pub ttl: Duration,
+section! {
+    /// A NATS JetStream KV bucket as the registry (and the home of leader leases); read (and
+    /// validated) whatever the kind.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct NatsRegistryConfig {
+        /// With kind nats: the NATS server(s), nats://HOST:PORT, comma-separated for a cluster;
+        /// also holds the leader leases.
+        url: String = key("nats://127.0.0.1:4222", load::nats_urls, env "ARCA_REGISTRY_NATS_URL"),
+        /// With kind nats: the JetStream KV bucket of registrations and leases (created if
+        /// missing).
+        bucket: String = key("arca-registry", load::kv_bucket),
+        /// With kind nats: how long an entry outlives its last heartbeat (one every ttl/3); at
+        /// least 3s.
+        ttl: Duration = key("10s", load::nats_ttl),
+    }
 }
 
-/// DNS names as the registry: each resolves to the instances of one service.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DnsRegistryConfig {
-    /// Service name → `HOST:PORT`; every name is in [`SERVICE_NAMES`].
-    pub names: BTreeMap<String, String>,
-    /// Re-resolution period, above zero.
-    pub interval: Duration,
+section! {
+    /// DNS names as the registry: each resolves to the instances of one service; read (and
+    /// validated) whatever the kind.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct DnsRegistryConfig {
+        /// With kind dns: service name -> HOST:PORT whose A/AAAA records are its instances,
+        /// e.g. {gateway: arca-gateway.ns.svc:9142}.
+        names: BTreeMap<String, String> = key({}, load::dns_names),
+        /// With kind dns: how often the names are resolved again.
+        interval: Duration = key("5s", Field::positive_duration),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,12 +221,22 @@ pub enum RegistryKind {
     Dns,
 }
 
-/// The event bus (`events`): within one process, or a NATS JetStream stream all share.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventsConfig {
-    pub kind: EventsKind,
-    /// Used with [`EventsKind::Nats`]; read (and validated) whatever the kind.
-    pub nats: NatsEventsConfig,
+section! {
+    /// The event bus (`events`): within one process, or a NATS JetStream stream all share.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct EventsConfig {
+        /// The event bus: memory (within this process) or nats (a JetStream stream every
+        /// process shares; each consuming service handles each event once, however many
+        /// replicas it runs).
+        kind: EventsKind = key("memory", |f: &Field| {
+            f.choice("memory, nats", |s| match s {
+                "memory" => Some(EventsKind::Memory),
+                "nats" => Some(EventsKind::Nats),
+                _ => None,
+            })
+        }, env "ARCA_EVENTS_KIND"),
+        nats: NatsEventsConfig = part(NatsEventsConfig::PART),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,28 +245,38 @@ pub enum EventsKind {
     Nats,
 }
 
-/// A JetStream stream as the event bus, with one durable consumer per consuming service.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NatsEventsConfig {
-    /// `nats://HOST:PORT` (comma-separated): `events.nats.url`, else `registry.nats.url` when
-    /// the registry is NATS. `None` only while the kind is memory.
-    pub url: Option<String>,
-    /// A valid stream name (letters, digits, `-`, `_`); also the first token of its subjects.
-    pub stream: String,
-    /// Above zero.
-    pub ack_wait: Duration,
-    /// Above zero.
-    pub max_deliver: u32,
-    /// Above zero: the bound on one publish, retries included.
-    pub publish_timeout: Duration,
+section! {
+    /// A JetStream stream as the event bus, with one durable consumer per consuming service;
+    /// read (and validated) whatever the kind.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct NatsEventsConfig {
+        /// With kind nats: the NATS server(s), nats://HOST:PORT, comma-separated; unset =
+        /// registry.nats.url when registry.kind is nats, else required.
+        url: Option<String> = key(unset, load::optional_nats_urls, env "ARCA_EVENTS_NATS_URL"),
+        /// With kind nats: the JetStream stream holding the events (created if missing;
+        /// subjects STREAM.KIND).
+        stream: String = key("arca-events", load::stream_name),
+        /// With kind nats: a delivery its handler has not acknowledged within this time goes to
+        /// another replica (or the same one) again.
+        ack_wait: Duration = key("30s", Field::positive_duration),
+        /// With kind nats: deliveries of one event to one consuming service before it is given
+        /// up (and logged by nobody).
+        max_deliver: u32 = key("10", Field::positive_integer),
+        /// With kind nats: how long a publish may retry until the stream acknowledges it; then
+        /// the publisher gets an error.
+        publish_timeout: Duration = key("2s", Field::positive_duration),
+    }
 }
 
-/// Secrets; `Debug` shows only whether each is set.
-#[derive(Clone, PartialEq, Eq)]
-pub struct IdentityConfig {
-    /// Signs the internal identity tokens.
-    pub secret: Option<String>,
-    pub admin_password: Option<String>,
+section! {
+    /// Secrets; `Debug` shows only whether each is set.
+    #[derive(Clone, PartialEq, Eq)]
+    pub struct IdentityConfig {
+        /// Signs the identity tokens services pass to each other; the same in every process.
+        secret: Option<String> = key(unset, Field::optional_text, env "ARCA_IDENTITY_SECRET"),
+        /// Password of the initial admin user.
+        admin_password: Option<String> = key(unset, Field::optional_text, env "ARCA_ADMIN_PASSWORD"),
+    }
 }
 
 impl fmt::Debug for IdentityConfig {
@@ -219,17 +289,43 @@ impl fmt::Debug for IdentityConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyConfig {
-    pub endpoint: Endpoint,
-    pub http: ProxyHttp,
-    pub auth: ProxyAuth,
-    /// `None`: plain HTTP.
-    pub tls: Option<ProxyTls>,
-    pub limits: ProxyLimits,
-    pub cors: ProxyCors,
-    /// `None`: no Bearer tokens accepted.
-    pub oidc: Option<ProxyOidc>,
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ProxyConfig {
+        /// Where the proxy's internal API listens: mem://NAME, unix:///PATH or tcp://HOST:PORT.
+        endpoint: Endpoint = key("mem://proxy", Field::endpoint),
+        http: ProxyHttp = part(ProxyHttp::PART),
+        auth: ProxyAuth = part(ProxyAuth::PART),
+        /// `None`: plain HTTP.
+        tls: Option<ProxyTls> = part(load::PROXY_TLS),
+        limits: ProxyLimits = part(ProxyLimits::PART),
+        cors: ProxyCors = part(ProxyCors::PART),
+        /// `None`: no Bearer tokens accepted.
+        oidc: Option<ProxyOidc> = part(load::PROXY_OIDC),
+    }
+}
+
+section! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ProxyHttp {
+        /// HOST:PORT where clients reach arca over HTTP.
+        addr: String = key("127.0.0.1:9200", Field::host_port, env "ARCA_PROXY_HTTP_ADDR"),
+    }
+}
+
+section! {
+    /// Login throttling: after `max_failures` failed logins within `window` for one user name
+    /// or one client address, further attempts are refused with 429 until the window moves on.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ProxyAuth {
+        /// HTTP Basic with a user's password. false: only app tokens are taken over Basic (sync
+        /// clients keep working); people log in through OIDC.
+        basic: bool = key("true", Field::boolean, env "ARCA_PROXY_AUTH_BASIC"),
+        /// Failed logins per user and per client address within proxy.auth.window before 429.
+        max_failures: u32 = key("10", Field::positive_integer),
+        /// The sliding window failed logins are counted in.
+        window: Duration = key("60s", Field::duration),
+    }
 }
 
 /// The public listener's certificate and key (PEM files); both or neither are set. The files
@@ -240,24 +336,31 @@ pub struct ProxyTls {
     pub key: PathBuf,
 }
 
-/// What one client may make the proxy hold.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyLimits {
-    /// Request line plus headers, in bytes; above 0.
-    pub max_header_bytes: u64,
-    /// `None`: unlimited.
-    pub max_body_bytes: Option<u64>,
-    /// Above 0.
-    pub header_timeout: Duration,
-    /// Above 0.
-    pub idle_timeout: Duration,
+section! {
+    /// What one client may make the proxy hold.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ProxyLimits {
+        /// Largest request line plus headers a client may send; larger gets 431.
+        max_header_bytes: u64 = key("64KiB", load::max_header_bytes),
+        /// Largest request body (e.g. 10GiB); larger gets 413. 0 = unlimited (sync clients
+        /// upload big files).
+        max_body_bytes: Option<u64> = key("0", Field::optional_size),
+        /// A client must finish the TLS handshake and each request's headers within this time
+        /// (slowloris).
+        header_timeout: Duration = key("20s", Field::positive_duration),
+        /// A client connection that moves no byte either way for this long is closed.
+        idle_timeout: Duration = key("5m", Field::positive_duration),
+    }
 }
 
-/// Cross-origin access for browser clients (ownCloud web on another origin).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyCors {
-    /// Origins as `scheme://host[:port]`, lowercase, no trailing `/`; empty: no CORS at all.
-    pub allowed_origins: Vec<String>,
+section! {
+    /// Cross-origin access for browser clients (ownCloud web on another origin).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ProxyCors {
+        /// Browser origins (https://HOST[:PORT]) allowed to call arca cross-origin; empty = no
+        /// CORS headers at all.
+        allowed_origins: Vec<String> = key([], load::origins, env "ARCA_PROXY_CORS_ALLOWED_ORIGINS"),
+    }
 }
 
 /// An OpenID Connect provider whose Bearer tokens the proxy accepts.
@@ -284,35 +387,34 @@ pub struct WorkLimits {
     pub burst: u32,
 }
 
-/// Login throttling: after `max_failures` failed logins within `window` for one user name or
-/// one client address, further attempts are refused with 429 until the window moves on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyAuth {
-    /// Whether a user's password is accepted over HTTP Basic; app tokens always are.
-    pub basic: bool,
-    pub max_failures: u32,
-    pub window: Duration,
+section! {
+    /// The frontend service.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct FrontendSection {
+        /// Where the frontend service listens.
+        endpoint: Endpoint = key("mem://frontend", Field::endpoint),
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyHttp {
-    /// `HOST:PORT` where clients reach arca.
-    pub addr: String,
+section! {
+    /// The gateway service.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct GatewaySection {
+        /// Where the gateway service listens.
+        endpoint: Endpoint = key("mem://gateway", Field::endpoint),
+    }
 }
 
-/// The part of the config every service has: where it listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceSection {
-    pub endpoint: Endpoint,
-}
-
-/// The sharing service: where it listens and how new shares reach their recipients.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SharingSection {
-    pub endpoint: Endpoint,
-    /// New user and group shares appear in recipients' `Shares/` at once (`true`, oCIS's
-    /// default) or wait, pending, until the recipient accepts them.
-    pub auto_accept: bool,
+section! {
+    /// The sharing service: where it listens and how new shares reach their recipients.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct SharingSection {
+        /// Where the sharing service listens.
+        endpoint: Endpoint = key("mem://sharing", Field::endpoint),
+        /// New user and group shares show in the recipient's Shares/ at once; false: pending
+        /// until accepted.
+        auto_accept: bool = key("true", Field::boolean, env "ARCA_SHARING_AUTO_ACCEPT"),
+    }
 }
 
 /// A storage service: where it listens, which metadata database it uses, where its blobs live.
@@ -337,12 +439,14 @@ pub struct StorageSection {
     pub provisioning: Option<WorkLimits>,
 }
 
-/// Resumable (TUS) uploads of storage-users.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UploadsConfig {
-    /// How long an upload may take from its creation (`Upload-Expires`); an unfinished one is
-    /// then removed with its bytes. Always greater than zero.
-    pub expiration: Duration,
+section! {
+    /// Resumable (TUS) uploads of storage-users.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct UploadsConfig {
+        /// How long a resumable (TUS) upload may take from its creation; unfinished ones are
+        /// then removed.
+        expiration: Duration = key("24h", Field::positive_duration, env "ARCA_STORAGE_USERS_UPLOADS_EXPIRATION"),
+    }
 }
 
 impl fmt::Debug for StorageSection {

@@ -7,20 +7,21 @@
 //! value keeps its origin as a config-rs origin string holding an index into our own `Origin`
 //! list. Defaults are not in the tree: the walk falls back to them for absent keys.
 
-use std::collections::{BTreeMap, HashSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arca_transport::{Endpoint, is_host_port};
 use config::{FileFormat, Format, Map, Source, Value, ValueKind};
 
-use crate::keys::{default_of, key_of_env};
+use crate::keys::DefaultValue::{Text, Unset};
+use crate::keys::{Key, Part, default_of, join, key_of_env, keys};
 use crate::{
-    BlobsConfig, Config, ConfigError, DebugConfig, IdentityConfig, LogConfig, LogFormat, Origin,
-    OtlpConfig, Problem, ProxyAuth, ProxyConfig, ProxyHttp, RegistryConfig, RegistryKind, S3Config,
-    SERVICE_NAMES, ServiceSection, ShutdownConfig, StorageSection, TracingConfig,
+    BlobsConfig, Config, ConfigError, EventsKind, Origin, Problem, ProxyOidc, ProxyTls,
+    RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, UploadsConfig,
+    WorkLimits,
 };
-use crate::{DnsRegistryConfig, NatsRegistryConfig};
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
 /// `("services", "proxy,gateway", Origin::Flag("--services"))` or `("debug.addr", …)`.
@@ -175,7 +176,13 @@ pub(crate) fn load_layers(
         .build()
         .and_then(|c| c.collect())
         .map_err(|err| ConfigError::Merge(one_line(&err.to_string())))?;
-    let mut config = read(Table::new(String::new(), merged, &origins))?;
+    let origins = Origins {
+        list: origins,
+        read: RefCell::default(),
+    };
+    let mut root = Table::new(String::new(), merged, &origins);
+    let mut config = (Config::PART.read)(&mut root)?;
+    root.finish()?;
     config.source = file.map(|(path, _)| path.to_owned());
     Ok(config)
 }
@@ -211,179 +218,322 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn read(mut root: Table<'_>) -> Result<Config, ConfigError> {
-    let data_dir = PathBuf::from(root.field("data_dir").text()?);
-    let services = services(root.field("services"))?;
-    let log = root.section("log", |t| {
-        Ok(LogConfig {
-            format: t.field("format").choice("pretty, json", |s| match s {
-                "pretty" => Some(LogFormat::Pretty),
-                "json" => Some(LogFormat::Json),
-                _ => None,
-            })?,
-            level: t.field("level").text()?,
+/// Rules across sections, once every key is read.
+pub(crate) fn config_rules(config: &mut Config, t: &Table) -> Result<(), ConfigError> {
+    // The events' NATS URL falls back to the registry's, so a NATS deployment names its
+    // servers once.
+    let nats = &mut config.events.nats;
+    if nats.url.is_none() && config.registry.kind == RegistryKind::Nats {
+        nats.url = Some(config.registry.nats.url.clone());
+    }
+    if config.events.kind == EventsKind::Nats && nats.url.is_none() {
+        // Blame the value that asked for NATS.
+        return Err(ConfigError::Invalid {
+            key: "events.nats.url".to_owned(),
+            problem: Problem::RequiredWhen("events.kind is nats and registry.kind is not"),
+            origin: t.origin_of("events.kind"),
+        });
+    }
+    Ok(())
+}
+
+/// `transport`: its one key sits a level deeper than its field.
+pub(crate) const TRANSPORT: Part<TransportConfig> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// Request bodies up to this size (an idempotent PUT's) are kept until the answer,
+            /// so the request can go again on another instance if one fails; larger ones
+            /// stream through once. 0 keeps none.
+            "retry.max_buffered_body" = "1MiB", env "ARCA_TRANSPORT_RETRY_MAX_BUFFERED_BODY";
         })
-    })?;
-    let tracing = root.section("tracing", |t| {
-        Ok(TracingConfig {
-            otlp: t.section("otlp", |t| {
-                Ok(OtlpConfig {
-                    endpoint: t.field("endpoint").optional_url()?,
-                    service_name: t.field("service_name").text()?,
-                })
-            })?,
-        })
-    })?;
-    let debug = root.section("debug", |t| {
-        Ok(DebugConfig {
-            addr: t.field("addr").host_port()?,
-        })
-    })?;
-    let shutdown = root.section("shutdown", |t| {
-        let drain_delay = t.field("drain_delay").duration()?;
-        let timeout = t.field("timeout");
-        let timeout = match timeout.duration()? {
-            Duration::ZERO => return Err(timeout.error(Problem::Zero)),
-            positive => positive,
-        };
-        Ok(ShutdownConfig {
-            drain_delay,
-            timeout,
-        })
-    })?;
-    let transport = root.section("transport", |t| {
+    },
+    read: |t| {
         t.section("retry", |t| {
-            Ok(crate::TransportConfig {
-                max_buffered_body: t.field("max_buffered_body").optional_size()?.unwrap_or(0),
+            Ok(TransportConfig {
+                max_buffered_body: t.field("max_buffered_body").size_or_zero()?,
             })
         })
-    })?;
-    let registry = root.section("registry", |t| {
-        Ok(RegistryConfig {
-            kind: t
-                .field("kind")
-                .choice("memory, static, nats, dns", |s| match s {
-                    "memory" => Some(RegistryKind::Memory),
-                    "static" => Some(RegistryKind::Static),
-                    "nats" => Some(RegistryKind::Nats),
-                    "dns" => Some(RegistryKind::Dns),
-                    _ => None,
-                })?,
-            static_endpoints: static_endpoints(t.field("static").table()?)?,
-            nats: t.section("nats", nats_registry)?,
-            dns: t.section("dns", |t| {
-                let interval = t.field("interval");
-                Ok(DnsRegistryConfig {
-                    names: dns_names(t.field("names").table()?)?,
-                    interval: match interval.duration()? {
-                        Duration::ZERO => return Err(interval.error(Problem::Zero)),
-                        positive => positive,
-                    },
-                })
-            })?,
+    },
+};
+
+/// `proxy.tls`: both files or neither (their contents are checked when the proxy starts).
+pub(crate) const PROXY_TLS: Part<Option<ProxyTls>> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// PEM certificate chain (leaf first); with proxy.tls.key the public address speaks
+            /// HTTPS (h2 and HTTP/1.1).
+            "cert" = unset, env "ARCA_PROXY_TLS_CERT";
+            /// PEM private key of proxy.tls.cert (PKCS#8, PKCS#1 or SEC1).
+            "key" = unset, env "ARCA_PROXY_TLS_KEY";
         })
-    })?;
-    let events = root.section("events", |t| events(t, &registry))?;
-    let identity = root.section("identity", |t| {
-        Ok(IdentityConfig {
-            secret: t.field("secret").optional_text()?,
-            admin_password: t.field("admin_password").optional_text()?,
+    },
+    read: |t| {
+        let (cert, key) = (t.field("cert"), t.field("key"));
+        match (cert.optional_text()?, key.optional_text()?) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(cert.error(Problem::Unpaired("proxy.tls.key"))),
+            (None, Some(_)) => Err(key.error(Problem::Unpaired("proxy.tls.cert"))),
+            (Some(c), Some(k)) => Ok(Some(ProxyTls {
+                cert: PathBuf::from(c),
+                key: PathBuf::from(k),
+            })),
+        }
+    },
+};
+
+/// `proxy.oidc`: off unless an issuer is set; the other keys are read (and checked) anyway.
+pub(crate) const PROXY_OIDC: Part<Option<ProxyOidc>> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// OpenID Connect issuer URL; when set, Bearer tokens it signs (RS256, ES256) are
+            /// accepted.
+            "issuer" = unset, env "ARCA_PROXY_OIDC_ISSUER";
+            /// Required aud claim of Bearer tokens; unset = not checked.
+            "audience" = unset, env "ARCA_PROXY_OIDC_AUDIENCE";
+            /// The token claim holding the arca user name.
+            "user_claim" = "preferred_username";
+            /// Create unknown users at their first login from the claims preferred_username,
+            /// name and email.
+            "provision" = "true";
+        });
+        (OIDC_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
+    },
+    read: |t| {
+        let issuer_field = t.field("issuer");
+        let issuer = issuer_field.optional_text()?;
+        if let Some(url) = &issuer {
+            let authority = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"))
+                .map(|rest| rest.split_once('/').map_or(rest, |(host, _)| host));
+            let valid = authority
+                .is_some_and(|a| is_host_port(a) || is_host_port(&format!("{a}:1")))
+                && !url.contains(['?', '#', ' ']);
+            if !valid {
+                return Err(issuer_field.error(Problem::NotOneOf {
+                    value: format!("{url:?}"),
+                    allowed: "an issuer URL like https://HOST[:PORT][/PATH]",
+                }));
+            }
+        }
+        let audience = t.field("audience").optional_text()?;
+        let user_claim = t.field("user_claim").text()?;
+        let provision = t.field("provision").choice("true, false", |s| match s {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        })?;
+        let provisioning = t.section("provisioning", OIDC_PROVISIONING.read)?;
+        Ok(issuer.map(|issuer| ProxyOidc {
+            issuer,
+            audience,
+            user_claim,
+            provision,
+            provisioning,
+        }))
+    },
+};
+
+/// `proxy.oidc.provisioning`.
+const OIDC_PROVISIONING: Part<WorkLimits> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// Users created from OIDC claims at once by this proxy; further first logins wait
+            /// their turn.
+            "concurrency" = "8";
+            /// Users created from OIDC claims per second at most by this proxy, so a burst of
+            /// first logins does not swamp storage-system.
+            "rate" = "100";
+            /// Users that may be created at once above the rate after a quiet time.
+            "burst" = "200";
         })
-    })?;
-    let proxy = root.section("proxy", |t| {
-        Ok(ProxyConfig {
-            endpoint: t.field("endpoint").endpoint()?,
-            http: t.section("http", |t| {
-                Ok(ProxyHttp {
-                    addr: t.field("addr").host_port()?,
-                })
-            })?,
-            auth: t.section("auth", |t| {
-                Ok(ProxyAuth {
-                    basic: t.field("basic").boolean()?,
-                    max_failures: t.field("max_failures").positive_integer()?,
-                    window: t.field("window").duration()?,
-                })
-            })?,
-            tls: t.section("tls", proxy_tls)?,
-            limits: t.section("limits", proxy_limits)?,
-            cors: t.section("cors", proxy_cors)?,
-            oidc: t.section("oidc", proxy_oidc)?,
+    },
+    read: work_limits,
+};
+
+/// `storage-users.provisioning`.
+const SPACE_PROVISIONING: Part<WorkLimits> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// Personal spaces created at once (at first login); further first requests wait
+            /// their turn. Concurrent first requests of one user create one space.
+            "concurrency" = "8";
+            /// Personal spaces created per second at most, so a burst of first logins does not
+            /// swamp the database.
+            "rate" = "100";
+            /// Personal spaces that may be created at once above the rate after a quiet time.
+            "burst" = "200";
         })
-    })?;
-    let mut service = |name| {
-        root.section(name, |t| {
-            Ok(ServiceSection {
-                endpoint: t.field("endpoint").endpoint()?,
-            })
-        })
-    };
-    let frontend = service("frontend")?;
-    let gateway = service("gateway")?;
-    let sharing = root.section("sharing", |t| {
-        Ok(crate::SharingSection {
-            endpoint: t.field("endpoint").endpoint()?,
-            auto_accept: t.field("auto_accept").boolean()?,
-        })
-    })?;
-    // Only storage-users has personal spaces, hence a personal quota.
-    let mut storage = |name, has_personal_spaces| {
-        root.section(name, |t| {
-            Ok(StorageSection {
-                endpoint: t.field("endpoint").endpoint()?,
-                database: t.field("database").optional_database_url()?,
-                personal_quota: match has_personal_spaces {
-                    true => t.field("personal_quota").optional_size()?,
-                    false => None,
-                },
-                database_max_connections: optional_count(&t.field("database_max_connections"))?,
-                provisioning: match has_personal_spaces {
-                    true => Some(t.section("provisioning", work_limits)?),
-                    false => None,
-                },
-                // Only storage-users takes resumable uploads from clients.
-                uploads: match has_personal_spaces {
-                    true => Some(t.section("uploads", |t| {
-                        let expiration = t.field("expiration");
-                        Ok(crate::UploadsConfig {
-                            expiration: match expiration.duration()? {
-                                Duration::ZERO => return Err(expiration.error(Problem::Zero)),
-                                positive => positive,
-                            },
-                        })
-                    })?),
-                    false => None,
-                },
-                blobs: t.section("blobs", blobs)?,
-            })
-        })
-    };
-    let storage_users = storage("storage-users", true)?;
-    let storage_system = storage("storage-system", false)?;
-    root.finish()?;
-    Ok(Config {
-        source: None,
-        data_dir,
-        services,
-        log,
-        tracing,
-        debug,
-        shutdown,
-        transport,
-        registry,
-        events,
-        identity,
-        proxy,
-        frontend,
-        gateway,
-        storage_users,
-        storage_system,
-        sharing,
+    },
+    read: work_limits,
+};
+
+/// A `concurrency`/`rate`/`burst` section: bounds on one kind of work.
+fn work_limits(t: &mut Table) -> Result<WorkLimits, ConfigError> {
+    Ok(WorkLimits {
+        concurrency: t.field("concurrency").positive_integer()?,
+        rate: t.field("rate").positive_integer()?,
+        burst: t.field("burst").positive_integer()?,
     })
 }
 
+/// `storage-users`: users' spaces, so personal quotas, provisioning and resumable uploads too.
+pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// Where the storage of users' spaces listens.
+            "endpoint" = "mem://storage-users";
+            /// Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in
+            /// data_dir.
+            "database" = unset, env "ARCA_STORAGE_USERS_DATABASE";
+            /// Connections of the metadata database pool, the bound on this instance's
+            /// concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.
+            "database_max_connections" = unset;
+            /// Quota of each new personal space: 10GiB, 500MB (1000-based) or bytes; unset or
+            /// 0 = unlimited.
+            "personal_quota" = unset, env "ARCA_STORAGE_USERS_PERSONAL_QUOTA";
+        });
+        (SPACE_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
+        (BLOBS.keys)(&join(prefix, "blobs"), out);
+        (UploadsConfig::PART.keys)(&join(prefix, "uploads"), out);
+    },
+    read: |t| {
+        Ok(StorageSection {
+            endpoint: t.field("endpoint").endpoint()?,
+            database: t.field("database").optional_database_url()?,
+            personal_quota: t.field("personal_quota").optional_size()?,
+            database_max_connections: t.field("database_max_connections").optional_count()?,
+            provisioning: Some(t.section("provisioning", SPACE_PROVISIONING.read)?),
+            uploads: Some(t.section("uploads", UploadsConfig::PART.read)?),
+            blobs: t.section("blobs", BLOBS.read)?,
+        })
+    },
+};
+
+/// `storage-system`: no personal spaces, no uploads from clients.
+pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
+    keys: |prefix, out| {
+        keys!(prefix, out, {
+            /// Where the storage of system data listens.
+            "endpoint" = "mem://storage-system";
+            /// Metadata database: postgres://USER:PASSWORD@HOST:PORT/DB; unset = SQLite in
+            /// data_dir.
+            "database" = unset, env "ARCA_STORAGE_SYSTEM_DATABASE";
+            /// Connections of the metadata database pool, the bound on this instance's
+            /// concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.
+            "database_max_connections" = unset;
+        });
+        (BLOBS.keys)(&join(prefix, "blobs"), out);
+    },
+    read: |t| {
+        Ok(StorageSection {
+            endpoint: t.field("endpoint").endpoint()?,
+            database: t.field("database").optional_database_url()?,
+            personal_quota: None,
+            database_max_connections: t.field("database_max_connections").optional_count()?,
+            provisioning: None,
+            uploads: None,
+            blobs: t.section("blobs", BLOBS.read)?,
+        })
+    },
+};
+
 /// A storage service's `blobs` section. The S3 keys are read whatever the kind, so that a typo
 /// among them is an error even while they are unused.
+const BLOBS: Part<BlobsConfig> = Part {
+    keys: |prefix, out| {
+        // `storage-users.blobs` → `STORAGE_USERS`: the env names predate this table.
+        let service = prefix.strip_suffix(".blobs").unwrap_or(prefix);
+        let env = |leaf: &str| -> Option<&'static str> {
+            BLOBS_ENV
+                .iter()
+                .find(|(s, l, _)| *s == service && *l == leaf)
+                .map(|(_, _, var)| *var)
+        };
+        let mut add = |name: &str, default, doc: &str| {
+            out.push(Key::new(prefix, name, default, env(name), doc));
+        };
+        let dir = format!(
+            "Where file contents live: local (data_dir/{service}/blobs) or s3 (the bucket below)."
+        );
+        add("kind", Text("local"), &dir);
+        add(
+            "s3.endpoint",
+            Unset,
+            "An S3-compatible server as http(s)://HOST[:PORT]; unset = AWS S3.",
+        );
+        add(
+            "s3.bucket",
+            Unset,
+            "Bucket for the blobs, required with kind s3; give it a rule aborting incomplete multipart uploads.",
+        );
+        add(
+            "s3.region",
+            Text("us-east-1"),
+            "Region of the bucket; S3-compatible servers mostly accept any.",
+        );
+        add(
+            "s3.access_key_id",
+            Unset,
+            "Static credentials with secret_access_key; unset = AWS_* env, web identity or instance role.",
+        );
+        add(
+            "s3.secret_access_key",
+            Unset,
+            "The secret of access_key_id; better given by its env var than written here.",
+        );
+    },
+    read: blobs,
+};
+
+/// The environment variables of the blobs keys: (service, key below `blobs`, variable).
+const BLOBS_ENV: &[(&str, &str, &str)] = &[
+    ("storage-users", "kind", "ARCA_STORAGE_USERS_BLOBS_KIND"),
+    (
+        "storage-users",
+        "s3.endpoint",
+        "ARCA_STORAGE_USERS_S3_ENDPOINT",
+    ),
+    ("storage-users", "s3.bucket", "ARCA_STORAGE_USERS_S3_BUCKET"),
+    ("storage-users", "s3.region", "ARCA_STORAGE_USERS_S3_REGION"),
+    (
+        "storage-users",
+        "s3.access_key_id",
+        "ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID",
+    ),
+    (
+        "storage-users",
+        "s3.secret_access_key",
+        "ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY",
+    ),
+    ("storage-system", "kind", "ARCA_STORAGE_SYSTEM_BLOBS_KIND"),
+    (
+        "storage-system",
+        "s3.endpoint",
+        "ARCA_STORAGE_SYSTEM_S3_ENDPOINT",
+    ),
+    (
+        "storage-system",
+        "s3.bucket",
+        "ARCA_STORAGE_SYSTEM_S3_BUCKET",
+    ),
+    (
+        "storage-system",
+        "s3.region",
+        "ARCA_STORAGE_SYSTEM_S3_REGION",
+    ),
+    (
+        "storage-system",
+        "s3.access_key_id",
+        "ARCA_STORAGE_SYSTEM_S3_ACCESS_KEY_ID",
+    ),
+    (
+        "storage-system",
+        "s3.secret_access_key",
+        "ARCA_STORAGE_SYSTEM_S3_SECRET_ACCESS_KEY",
+    ),
+];
+
 fn blobs(t: &mut Table) -> Result<BlobsConfig, ConfigError> {
     let kind = t.field("kind");
     let s3 = kind.choice("local, s3", |s| match s {
@@ -430,7 +580,8 @@ fn blobs(t: &mut Table) -> Result<BlobsConfig, ConfigError> {
     })
 }
 
-fn services(field: Field) -> Result<Vec<String>, ConfigError> {
+/// `services`: known names, no duplicates, at least one.
+pub(crate) fn services(field: &Field) -> Result<Vec<String>, ConfigError> {
     let mut seen = HashSet::new();
     let mut services = Vec::new();
     for (raw, shown) in field.list()? {
@@ -448,55 +599,8 @@ fn services(field: Field) -> Result<Vec<String>, ConfigError> {
     Ok(services)
 }
 
-/// `events`: the bus kind and its NATS stream. The URL falls back to the registry's, so a
-/// NATS deployment names its servers once.
-fn events(t: &mut Table, registry: &RegistryConfig) -> Result<crate::EventsConfig, ConfigError> {
-    let kind_field = t.field("kind");
-    let kind = kind_field.choice("memory, nats", |s| match s {
-        "memory" => Some(crate::EventsKind::Memory),
-        "nats" => Some(crate::EventsKind::Nats),
-        _ => None,
-    })?;
-    let nats = t.section("nats", |t| {
-        let url = t.field("url");
-        let url = match url.optional_text()? {
-            Some(_) => Some(nats_urls(&url)?),
-            None if registry.kind == RegistryKind::Nats => Some(registry.nats.url.clone()),
-            None => None,
-        };
-        let stream = t.field("stream");
-        let name = stream.text()?;
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(stream.error(Problem::NotStreamName(format!("{name:?}"))));
-        }
-        let positive = |field: Field| match field.duration()? {
-            Duration::ZERO => Err(field.error(Problem::Zero)),
-            positive => Ok(positive),
-        };
-        Ok(crate::NatsEventsConfig {
-            url,
-            stream: name,
-            ack_wait: positive(t.field("ack_wait"))?,
-            max_deliver: t.field("max_deliver").positive_integer()?,
-            publish_timeout: positive(t.field("publish_timeout"))?,
-        })
-    })?;
-    if kind == crate::EventsKind::Nats && nats.url.is_none() {
-        // Blame the value that asked for NATS.
-        return Err(ConfigError::Invalid {
-            key: "events.nats.url".to_owned(),
-            problem: Problem::RequiredWhen("events.kind is nats and registry.kind is not"),
-            origin: kind_field.origin.clone(),
-        });
-    }
-    Ok(crate::EventsConfig { kind, nats })
-}
-
 /// A comma-separated list of `nats://` or `tls://` server URLs, trimmed.
-fn nats_urls(url: &Field) -> Result<String, ConfigError> {
+pub(crate) fn nats_urls(url: &Field) -> Result<String, ConfigError> {
     let (raw, shown) = url.scalar()?;
     let servers: Vec<&str> = raw.split(',').map(str::trim).collect();
     let valid = servers.iter().all(|server| {
@@ -520,10 +624,16 @@ fn nats_urls(url: &Field) -> Result<String, ConfigError> {
     Ok(servers.join(","))
 }
 
-/// `registry.nats`: server URLs, bucket name and entry TTL.
-fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
-    let url = nats_urls(&t.field("url"))?;
-    let bucket = t.field("bucket");
+/// [`nats_urls`], or `None` if absent or empty.
+pub(crate) fn optional_nats_urls(url: &Field) -> Result<Option<String>, ConfigError> {
+    match url.optional_text()? {
+        Some(_) => nats_urls(url).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// `registry.nats.bucket`: a valid KV bucket name.
+pub(crate) fn kv_bucket(bucket: &Field) -> Result<String, ConfigError> {
     let name = bucket.text()?;
     if !name
         .bytes()
@@ -531,7 +641,11 @@ fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
     {
         return Err(bucket.error(Problem::NotKvBucket(format!("{name:?}"))));
     }
-    let ttl = t.field("ttl");
+    Ok(name)
+}
+
+/// `registry.nats.ttl`: at least 3 s, in whole seconds.
+pub(crate) fn nats_ttl(ttl: &Field) -> Result<Duration, ConfigError> {
     let duration = ttl.duration()?;
     // NATS per-message TTLs are whole seconds, and a heartbeat every ttl/3 must fit at least
     // one retry inside the TTL.
@@ -539,17 +653,26 @@ fn nats_registry(t: &mut Table) -> Result<NatsRegistryConfig, ConfigError> {
         let (_, shown) = ttl.scalar()?;
         return Err(ttl.error(Problem::TooShort(shown, "3s")));
     }
-    Ok(NatsRegistryConfig {
-        url,
-        bucket: name,
-        ttl: Duration::from_secs(duration.as_secs()),
-    })
+    Ok(Duration::from_secs(duration.as_secs()))
+}
+
+/// `events.nats.stream`: letters, digits, `-` and `_` (it is also the first token of the
+/// subjects).
+pub(crate) fn stream_name(stream: &Field) -> Result<String, ConfigError> {
+    let name = stream.text()?;
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(stream.error(Problem::NotStreamName(format!("{name:?}"))));
+    }
+    Ok(name)
 }
 
 /// `registry.dns.names`: service → `HOST:PORT`.
-fn dns_names(table: Table) -> Result<BTreeMap<String, String>, ConfigError> {
+pub(crate) fn dns_names(field: &Field) -> Result<BTreeMap<String, String>, ConfigError> {
     let mut out = BTreeMap::new();
-    for (name, field) in table.into_fields() {
+    for (name, field) in field.table()?.into_fields() {
         if !SERVICE_NAMES.contains(&name.as_str()) {
             return Err(field.error(Problem::NotService(format!("{name:?}"))));
         }
@@ -558,50 +681,46 @@ fn dns_names(table: Table) -> Result<BTreeMap<String, String>, ConfigError> {
     Ok(out)
 }
 
-/// `proxy.tls`: both files or neither (their contents are checked when the proxy starts).
-fn proxy_tls(t: &mut Table) -> Result<Option<crate::ProxyTls>, ConfigError> {
-    let (cert, key) = (t.field("cert"), t.field("key"));
-    match (cert.optional_text()?, key.optional_text()?) {
-        (None, None) => Ok(None),
-        (Some(_), None) => Err(cert.error(Problem::Unpaired("proxy.tls.key"))),
-        (None, Some(_)) => Err(key.error(Problem::Unpaired("proxy.tls.cert"))),
-        (Some(c), Some(k)) => Ok(Some(crate::ProxyTls {
-            cert: PathBuf::from(c),
-            key: PathBuf::from(k),
-        })),
+/// `registry.static`: service → its endpoints, at least one each.
+pub(crate) fn static_endpoints(
+    field: &Field,
+) -> Result<BTreeMap<String, Vec<Endpoint>>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (name, field) in field.table()?.into_fields() {
+        if !SERVICE_NAMES.contains(&name.as_str()) {
+            return Err(field.error(Problem::NotService(format!("{name:?}"))));
+        }
+        let endpoints = field
+            .list()?
+            .into_iter()
+            .map(|(raw, shown)| field.parse_endpoint(&raw, shown))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(field.error(Problem::Empty));
+        }
+        out.insert(name, endpoints);
     }
+    Ok(out)
 }
 
-/// `proxy.limits`: sizes and timeouts; all above zero but the body limit (0 = unlimited).
-fn proxy_limits(t: &mut Table) -> Result<crate::ProxyLimits, ConfigError> {
-    let header = t.field("max_header_bytes");
-    let max_header_bytes = match header.optional_size()? {
-        Some(bytes) => bytes,
+/// `proxy.limits.max_header_bytes`: a size above 0.
+pub(crate) fn max_header_bytes(header: &Field) -> Result<u64, ConfigError> {
+    match header.optional_size()? {
+        Some(bytes) => Ok(bytes),
         None => {
             let (_, shown) = header.scalar()?;
-            return Err(header.error(Problem::NotOneOf {
+            Err(header.error(Problem::NotOneOf {
                 value: shown,
                 allowed: "a size above 0, like 64KiB",
-            }));
+            }))
         }
-    };
-    let positive = |field: Field| match field.duration()? {
-        Duration::ZERO => Err(field.error(Problem::Zero)),
-        d => Ok(d),
-    };
-    Ok(crate::ProxyLimits {
-        max_header_bytes,
-        max_body_bytes: t.field("max_body_bytes").optional_size()?,
-        header_timeout: positive(t.field("header_timeout"))?,
-        idle_timeout: positive(t.field("idle_timeout"))?,
-    })
+    }
 }
 
 /// `proxy.cors.allowed_origins`: each an origin as browsers send it (RFC 6454 §6.1): scheme,
 /// host and optional port, no path. `*` is refused: credentials are allowed, and a wildcard
 /// cannot be combined with them.
-fn proxy_cors(t: &mut Table) -> Result<crate::ProxyCors, ConfigError> {
-    let field = t.field("allowed_origins");
+pub(crate) fn origins(field: &Field) -> Result<Vec<String>, ConfigError> {
     let mut allowed_origins = Vec::new();
     for (raw, shown) in field.list()? {
         let origin = raw.to_ascii_lowercase();
@@ -621,92 +740,26 @@ fn proxy_cors(t: &mut Table) -> Result<crate::ProxyCors, ConfigError> {
         }
         allowed_origins.push(origin);
     }
-    Ok(crate::ProxyCors { allowed_origins })
+    Ok(allowed_origins)
 }
 
-/// `proxy.oidc`: off unless an issuer is set; the other keys are read (and checked) anyway.
-fn proxy_oidc(t: &mut Table) -> Result<Option<crate::ProxyOidc>, ConfigError> {
-    let issuer_field = t.field("issuer");
-    let issuer = issuer_field.optional_text()?;
-    if let Some(url) = &issuer {
-        let authority = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"))
-            .map(|rest| rest.split_once('/').map_or(rest, |(host, _)| host));
-        let valid = authority.is_some_and(|a| is_host_port(a) || is_host_port(&format!("{a}:1")))
-            && !url.contains(['?', '#', ' ']);
-        if !valid {
-            return Err(issuer_field.error(Problem::NotOneOf {
-                value: format!("{url:?}"),
-                allowed: "an issuer URL like https://HOST[:PORT][/PATH]",
-            }));
-        }
-    }
-    let audience = t.field("audience").optional_text()?;
-    let user_claim = t.field("user_claim").text()?;
-    let provision_field = t.field("provision");
-    let provision = provision_field.choice("true, false", |s| match s {
-        "true" => Some(true),
-        "false" => Some(false),
-        _ => None,
-    })?;
-    let provisioning = t.section("provisioning", work_limits)?;
-    Ok(issuer.map(|issuer| crate::ProxyOidc {
-        issuer,
-        audience,
-        user_claim,
-        provision,
-        provisioning,
-    }))
-}
-
-/// A `concurrency`/`rate`/`burst` section: bounds on one kind of work.
-fn work_limits(t: &mut Table) -> Result<crate::WorkLimits, ConfigError> {
-    Ok(crate::WorkLimits {
-        concurrency: t.field("concurrency").positive_integer()?,
-        rate: t.field("rate").positive_integer()?,
-        burst: t.field("burst").positive_integer()?,
-    })
-}
-
-/// A count above zero, or unset (absent or empty).
-fn optional_count(field: &Field) -> Result<Option<u32>, ConfigError> {
-    match field.value.as_ref().map(|v| &v.kind) {
-        None => Ok(None),
-        Some(ValueKind::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(_) => field.positive_integer().map(Some),
-    }
-}
-
-fn static_endpoints(table: Table) -> Result<BTreeMap<String, Vec<Endpoint>>, ConfigError> {
-    let mut out = BTreeMap::new();
-    for (name, field) in table.into_fields() {
-        if !SERVICE_NAMES.contains(&name.as_str()) {
-            return Err(field.error(Problem::NotService(format!("{name:?}"))));
-        }
-        let endpoints = field
-            .list()?
-            .into_iter()
-            .map(|(raw, shown)| field.parse_endpoint(&raw, shown))
-            .collect::<Result<Vec<_>, _>>()?;
-        if endpoints.is_empty() {
-            return Err(field.error(Problem::Empty));
-        }
-        out.insert(name, endpoints);
-    }
-    Ok(out)
+/// Where the values of one load came from: `Origin`s by the index config-rs keeps as a value's
+/// origin string, and the origin of every key read so far, for rules across keys.
+pub(crate) struct Origins {
+    list: Vec<Origin>,
+    read: RefCell<HashMap<String, Origin>>,
 }
 
 /// A table of the merged tree being read: each known key is taken out, so whatever is left at
 /// the end is unknown.
-struct Table<'a> {
+pub(crate) struct Table<'a> {
     path: String,
     entries: Map<String, Value>,
-    origins: &'a [Origin],
+    origins: &'a Origins,
 }
 
 impl<'a> Table<'a> {
-    fn new(path: String, entries: Map<String, Value>, origins: &'a [Origin]) -> Self {
+    fn new(path: String, entries: Map<String, Value>, origins: &'a Origins) -> Self {
         Table {
             path,
             entries,
@@ -715,27 +768,27 @@ impl<'a> Table<'a> {
     }
 
     fn key_of(&self, name: &str) -> String {
-        if self.path.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{}.{name}", self.path)
-        }
+        join(&self.path, name)
     }
 
     /// The value at `name`, or its built-in default. YAML null counts as absent, so `proxy:`
     /// with everything below commented out (as `arca init` writes it) means "all defaults".
-    fn field(&mut self, name: &str) -> Field<'a> {
+    pub(crate) fn field(&mut self, name: &str) -> Field<'a> {
         let key = self.key_of(name);
         let given = self.entries.remove(name);
         // A null keeps its origin: if there is no default, "must not be empty" blames the file.
         let origin = match &given {
-            Some(value) => origin_of(value, self.origins),
+            Some(value) => origin_of(value, &self.origins.list),
             None => Origin::Default,
         };
         let value = match given {
             Some(value) if !matches!(value.kind, ValueKind::Nil) => Some(value),
             _ => default_of(&key),
         };
+        self.origins
+            .read
+            .borrow_mut()
+            .insert(key.clone(), origin.clone());
         Field {
             key,
             value,
@@ -744,8 +797,14 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// Where the value of a key read before came from (by its full dotted path).
+    pub(crate) fn origin_of(&self, key: &str) -> Origin {
+        let read = self.origins.read.borrow();
+        read.get(key).cloned().unwrap_or(Origin::Default)
+    }
+
     /// Reads the sub-table `name` with `read`, then refuses whatever keys it did not take.
-    fn section<T>(
+    pub(crate) fn section<T>(
         &mut self,
         name: &str,
         read: impl FnOnce(&mut Table<'a>) -> Result<T, ConfigError>,
@@ -770,13 +829,12 @@ impl<'a> Table<'a> {
     }
 
     fn finish(self) -> Result<(), ConfigError> {
-        let origins = self.origins;
         match self.entries.iter().min_by(|a, b| a.0.cmp(b.0)) {
             None => Ok(()),
             Some((name, value)) => Err(ConfigError::Invalid {
                 key: self.key_of(name),
                 problem: Problem::UnknownKey,
-                origin: origin_of(value, origins),
+                origin: origin_of(value, &self.origins.list),
             }),
         }
     }
@@ -810,12 +868,12 @@ fn origin_of(value: &Value, origins: &[Origin]) -> Origin {
 }
 
 /// One value with its full key and origin, on its way to a typed value.
-struct Field<'a> {
+pub(crate) struct Field<'a> {
     key: String,
     /// `None`: absent and without a default.
     value: Option<Value>,
     origin: Origin,
-    origins: &'a [Origin],
+    origins: &'a Origins,
 }
 
 impl<'a> Field<'a> {
@@ -834,9 +892,9 @@ impl<'a> Field<'a> {
         })
     }
 
-    fn table(self) -> Result<Table<'a>, ConfigError> {
+    fn table(&self) -> Result<Table<'a>, ConfigError> {
         match self.value.as_ref().map(|v| &v.kind) {
-            None => Ok(Table::new(self.key, Map::new(), self.origins)),
+            None => Ok(Table::new(self.key.clone(), Map::new(), self.origins)),
             Some(ValueKind::Table(map)) => {
                 Ok(Table::new(self.key.clone(), map.clone(), self.origins))
             }
@@ -845,7 +903,7 @@ impl<'a> Field<'a> {
     }
 
     /// A YAML string, strictly: `None` if absent or empty.
-    fn optional_text(&self) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn optional_text(&self) -> Result<Option<String>, ConfigError> {
         match self.value.as_ref().map(|v| &v.kind) {
             None => Ok(None),
             Some(ValueKind::String(s)) if s.is_empty() => Ok(None),
@@ -854,9 +912,23 @@ impl<'a> Field<'a> {
         }
     }
 
-    fn text(&self) -> Result<String, ConfigError> {
+    pub(crate) fn text(&self) -> Result<String, ConfigError> {
         self.optional_text()?
             .ok_or_else(|| self.error(Problem::Empty))
+    }
+
+    /// A path, kept as written.
+    pub(crate) fn path(&self) -> Result<PathBuf, ConfigError> {
+        self.text().map(PathBuf::from)
+    }
+
+    /// A count above zero, or unset (absent or empty).
+    pub(crate) fn optional_count(&self) -> Result<Option<u32>, ConfigError> {
+        match self.value.as_ref().map(|v| &v.kind) {
+            None => Ok(None),
+            Some(ValueKind::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(_) => self.positive_integer().map(Some),
+        }
     }
 
     /// A scalar as text, for values with their own syntax: a YAML number there is an invalid
@@ -869,7 +941,7 @@ impl<'a> Field<'a> {
         shown(&value.kind).ok_or_else(|| self.wrong_type("a string", &value.kind))
     }
 
-    fn host_port(&self) -> Result<String, ConfigError> {
+    pub(crate) fn host_port(&self) -> Result<String, ConfigError> {
         let (raw, shown) = self.scalar()?;
         if is_host_port(&raw) {
             Ok(raw)
@@ -879,7 +951,7 @@ impl<'a> Field<'a> {
     }
 
     /// Durations must be strings with a unit: a bare `5` could mean seconds or milliseconds.
-    fn duration(&self) -> Result<Duration, ConfigError> {
+    pub(crate) fn duration(&self) -> Result<Duration, ConfigError> {
         let (raw, shown) = self.scalar()?;
         let is_string = matches!(
             self.value.as_ref().map(|v| &v.kind),
@@ -891,8 +963,16 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// A duration above zero.
+    pub(crate) fn positive_duration(&self) -> Result<Duration, ConfigError> {
+        match self.duration()? {
+            Duration::ZERO => Err(self.error(Problem::Zero)),
+            positive => Ok(positive),
+        }
+    }
+
     /// A YAML boolean, or `true`/`false` as text (env and flags give strings).
-    fn boolean(&self) -> Result<bool, ConfigError> {
+    pub(crate) fn boolean(&self) -> Result<bool, ConfigError> {
         let (raw, shown) = self.scalar()?;
         match raw.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(true),
@@ -905,7 +985,7 @@ impl<'a> Field<'a> {
     }
 
     /// A count: a YAML integer or a string of digits (env and flags give strings), above 0.
-    fn positive_integer(&self) -> Result<u32, ConfigError> {
+    pub(crate) fn positive_integer(&self) -> Result<u32, ConfigError> {
         let (raw, shown) = self.scalar()?;
         match raw.trim().parse::<u32>() {
             Ok(n) if n > 0 => Ok(n),
@@ -916,7 +996,7 @@ impl<'a> Field<'a> {
         }
     }
 
-    fn endpoint(&self) -> Result<Endpoint, ConfigError> {
+    pub(crate) fn endpoint(&self) -> Result<Endpoint, ConfigError> {
         let (raw, shown) = self.scalar()?;
         self.parse_endpoint(&raw, shown)
     }
@@ -930,7 +1010,7 @@ impl<'a> Field<'a> {
         })
     }
 
-    fn optional_database_url(&self) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn optional_database_url(&self) -> Result<Option<String>, ConfigError> {
         let Some(url) = self.optional_text()? else {
             return Ok(None);
         };
@@ -947,7 +1027,7 @@ impl<'a> Field<'a> {
         }
     }
 
-    fn optional_url(&self) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn optional_url(&self) -> Result<Option<String>, ConfigError> {
         let Some(url) = self.optional_text()? else {
             return Ok(None);
         };
@@ -961,7 +1041,7 @@ impl<'a> Field<'a> {
     }
 
     /// An `http(s)://HOST[:PORT]` URL (a trailing `/` allowed); `None` if absent or empty.
-    fn optional_endpoint_url(&self) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn optional_endpoint_url(&self) -> Result<Option<String>, ConfigError> {
         let Some(url) = self.optional_text()? else {
             return Ok(None);
         };
@@ -980,7 +1060,7 @@ impl<'a> Field<'a> {
 
     /// An S3 bucket name as AWS requires it: 3–63 characters of lowercase letters, digits, dots
     /// and hyphens, starting and ending with a letter or digit. `None` if absent or empty.
-    fn optional_bucket(&self) -> Result<Option<String>, ConfigError> {
+    pub(crate) fn optional_bucket(&self) -> Result<Option<String>, ConfigError> {
         let Some(name) = self.optional_text()? else {
             return Ok(None);
         };
@@ -1000,7 +1080,7 @@ impl<'a> Field<'a> {
 
     /// A size in bytes (see [`parse_size`]); `None` if absent, empty or 0. At most `i64::MAX`,
     /// which is what the databases store.
-    fn optional_size(&self) -> Result<Option<u64>, ConfigError> {
+    pub(crate) fn optional_size(&self) -> Result<Option<u64>, ConfigError> {
         if self.optional_text().is_ok_and(|text| text.is_none()) {
             return Ok(None);
         }
@@ -1016,7 +1096,12 @@ impl<'a> Field<'a> {
         }
     }
 
-    fn choice<T>(
+    /// A size in bytes; 0 if absent, empty or 0.
+    pub(crate) fn size_or_zero(&self) -> Result<u64, ConfigError> {
+        Ok(self.optional_size()?.unwrap_or(0))
+    }
+
+    pub(crate) fn choice<T>(
         &self,
         allowed: &'static str,
         pick: impl Fn(&str) -> Option<T>,
@@ -1141,6 +1226,7 @@ fn kind_name(kind: &ValueKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LogFormat;
 
     fn yaml(path: &str, text: &str) -> Result<Config, ConfigError> {
         load_layers(Some((Path::new(path), text)), [], Overrides::default())

@@ -34,7 +34,7 @@ pub(crate) fn render(values: &[(&str, &str)], all_set: bool) -> String {
     let mut out = String::from(HEADER);
     // The sections currently open, to write each parent key once before its children.
     let mut open: Vec<&str> = Vec::new();
-    for key in KEYS {
+    for key in KEYS.iter() {
         let parts: Vec<&str> = key.path.split('.').collect();
         let (leaf, parents) = match parts.split_last() {
             Some(split) => split,
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn template_lists_every_key_and_env_name() {
         let text = init_template("s", "p");
-        for key in KEYS {
+        for key in KEYS.iter() {
             let leaf = key.path.rsplit('.').next().unwrap();
             assert!(text.contains(&format!("{leaf}: ")), "{} missing", key.path);
             if let Some(var) = key.env {

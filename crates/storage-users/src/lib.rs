@@ -26,16 +26,6 @@ use axum::routing::{patch, post, put};
 /// is removed (an upload in progress is young; a crashed one is not).
 const GC_INTERVAL: Duration = Duration::from_secs(600);
 const GC_MIN_AGE: Duration = Duration::from_secs(3600);
-/// Lifetime of a resumable upload when the config does not say (`storage-users.uploads`).
-const DEFAULT_UPLOAD_EXPIRATION: Duration = Duration::from_secs(24 * 3600);
-
-/// Bounds on creating personal spaces when the config has none (it always has for
-/// storage-users; the defaults of `storage-users.provisioning`).
-const DEFAULT_PROVISIONING: arca_runtime::Limits = arca_runtime::Limits {
-    concurrency: 8,
-    rate: 100,
-    burst: 200,
-};
 
 /// The leader lease of the orphan collection: with several instances sharing one database,
 /// one collects at a time. (Two would not corrupt anything, since each blob row is claimed by
@@ -92,11 +82,12 @@ impl Service for StorageUsers {
             let store = Store::open(cfg).await?;
             // Resumable uploads live in the store (records in the database, bytes in the blob
             // store), so every instance sharing it serves every upload.
-            let upload_expiration = section
-                .uploads
-                .as_ref()
-                .map_or(DEFAULT_UPLOAD_EXPIRATION, |u| u.expiration);
-            let resumable = uploads::Uploads::new(store.clone(), upload_expiration);
+            // arca-config always sets both for storage-users (their defaults live there).
+            let (Some(upload), Some(provisioning)) = (&section.uploads, &section.provisioning)
+            else {
+                return Err("config: storage-users has no uploads or provisioning section".into());
+            };
+            let resumable = uploads::Uploads::new(store.clone(), upload.expiration);
             let provider = provider::Provider {
                 name: "storage-users",
                 store: store.clone(),
@@ -105,13 +96,7 @@ impl Service for StorageUsers {
                 grants: grants::Grants {
                     sharing: ctx.channel("sharing"),
                 },
-                homes: homes::Homes::new(
-                    store.clone(),
-                    section
-                        .provisioning
-                        .as_ref()
-                        .map_or(DEFAULT_PROVISIONING, Into::into),
-                ),
+                homes: homes::Homes::new(store.clone(), provisioning.into()),
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();

@@ -44,7 +44,10 @@ fn channel(endpoints: Vec<Endpoint>) -> Channel {
     Clients::new(
         MemHub::new(),
         Arc::new(StaticRegistry::new(&map)),
-        RetryPolicy::default(),
+        RetryPolicy {
+            max_buffered_body: 1 << 20,
+            ..RetryPolicy::default()
+        },
     )
     .channel("svc")
 }

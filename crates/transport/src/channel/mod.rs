@@ -68,7 +68,8 @@ pub struct RetryPolicy {
     pub backoff: Duration,
     /// The largest request body kept in memory so that the request can go again: an
     /// idempotent request declaring at most this many bytes waits for its whole body before
-    /// it is sent (`transport.retry.max_buffered_body`).
+    /// it is sent. A process takes it from `transport.retry.max_buffered_body` (the default is
+    /// arca-config's); [`RetryPolicy::default`] keeps none.
     pub max_buffered_body: usize,
     /// gRPC paths (`/package.Service/Method`) that are idempotent although they are POSTs.
     pub idempotent_calls: &'static [&'static str],
@@ -80,7 +81,7 @@ impl Default for RetryPolicy {
             max_attempts: 3,
             connect_timeout: Duration::from_secs(2),
             backoff: Duration::from_millis(5),
-            max_buffered_body: 1 << 20,
+            max_buffered_body: 0,
             idempotent_calls: &[],
         }
     }
