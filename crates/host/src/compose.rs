@@ -7,6 +7,8 @@ use std::sync::Arc;
 use arca_config::{Config, EventsKind, RegistryKind};
 use arca_runtime::Leases;
 use arca_runtime::events::{EventBus, EventError, NatsBus, NatsBusSettings};
+use tokio_util::sync::CancellationToken;
+
 use arca_transport::{
     DnsRegistry, MemoryRegistry, NatsConnection, NatsKv, NatsRegistry, NatsSettings, Registry,
     StaticRegistry,
@@ -40,7 +42,8 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub async fn connect(config: &Config) -> Result<Self, HostError> {
+    /// `root` is the process's cancellation: the registry's background tasks hang under it.
+    pub async fn connect(config: &Config, root: &CancellationToken) -> Result<Self, HostError> {
         let mut leases = None;
         let mut nats_connection = None;
         let registry: Arc<dyn Registry> = match config.registry.kind {
@@ -64,11 +67,12 @@ impl Shared {
                 );
                 nats_connection = Some(connection);
                 leases = Some(Leases::nats(kv.clone()));
-                Arc::new(NatsRegistry::new(kv))
+                Arc::new(NatsRegistry::new(kv, root))
             }
             RegistryKind::Dns => Arc::new(DnsRegistry::new(
                 &config.registry.dns.names,
                 config.registry.dns.interval,
+                root,
             )),
         };
         let bus = event_bus(config, nats_connection.as_ref()).await?;

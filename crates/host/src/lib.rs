@@ -216,8 +216,11 @@ pub async fn start(
     let telemetry = arca_runtime::telemetry::init(&config)?;
     let entries = hosted(&config, catalog)?;
     let config = Arc::new(config);
-    let shared = compose::Shared::connect(&config).await?;
-    let mut supervisor = Supervisor::new(config.clone(), entries, shared.registry);
+    // One cancellation for the whole process, made first so the registry's tasks hang under
+    // it too; the supervisor cancels it last.
+    let root = tokio_util::sync::CancellationToken::new();
+    let shared = compose::Shared::connect(&config, &root).await?;
+    let mut supervisor = Supervisor::new(config.clone(), entries, shared.registry).with_root(root);
     if let Some(bus) = shared.bus {
         supervisor = supervisor.with_bus(bus);
     }

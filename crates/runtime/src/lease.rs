@@ -48,6 +48,8 @@ pub struct Leases {
     holder: Arc<str>,
     /// This process's latest holds, for [`Leases::holds`].
     ledger: Arc<Mutex<VecDeque<Hold>>>,
+    /// The process's cancellation: renewal tasks hang under it (see [`Leases::under`]).
+    root: CancellationToken,
 }
 
 /// One hold of a lease by this process, as this process saw it.
@@ -92,6 +94,7 @@ impl Leases {
             ttl,
             holder: format!("pid{}-{:08x}", std::process::id(), salt as u32).into(),
             ledger: Arc::default(),
+            root: CancellationToken::new(),
         }
     }
 
@@ -133,6 +136,14 @@ impl Leases {
     /// This process's holder name.
     pub fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// The same leases with their renewal tasks under `root`, the process's cancellation. The
+    /// supervisor cancels it only once every service has stopped, so a job still finishing
+    /// within its grace keeps its lease renewed.
+    pub fn under(mut self, root: &CancellationToken) -> Self {
+        self.root = root.clone();
+        self
     }
 
     /// The lease of `job`; `shutdown` ends waiting for it.
@@ -222,8 +233,9 @@ pub struct LeaseGuard {
 
 impl LeaseGuard {
     fn start(leases: Leases, job: Arc<str>, token: u64, valid_until: Instant) -> Self {
+        // `lost` is a signal to the holder, not a task's lifetime; `stop` ends the renewal.
         let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
+        let stop = leases.root.child_token();
         let taken = token;
         let token = Arc::new(Mutex::new(Some(token)));
         tokio::spawn(renew(

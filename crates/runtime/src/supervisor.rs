@@ -10,7 +10,11 @@
 //!
 //! Cancellation has one root per process: each service's token is a child of it, and every
 //! task the runtime starts for a service (its dependency probes, its background work) holds
-//! that child, so nothing the supervisor started outlives [`Supervisor::run`].
+//! that child, so nothing the supervisor started outlives [`Supervisor::run`]. The process's
+//! own tasks hang under the same root: lease renewals, and the registry's watchers and
+//! heartbeats when the host hands the root over first ([`Supervisor::with_root`]). The root is
+//! cancelled last, once every service has stopped, so a job finishing within its grace keeps
+//! its lease renewed and its registration alive.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -88,6 +92,8 @@ pub struct Supervisor {
     hub: MemHub,
     signer: TokenSigner,
     leases: Leases,
+    /// Every task of the process hangs under it: services' tokens, leases, the registry.
+    root: CancellationToken,
     bus: Arc<dyn EventBus>,
 }
 
@@ -122,6 +128,7 @@ impl Supervisor {
             health: Health::default(),
             hub: MemHub::new(),
             leases: Leases::memory(Duration::from_secs(10)),
+            root: CancellationToken::new(),
             bus: MemoryBus::new(EVENT_BUFFER),
         }
     }
@@ -129,6 +136,13 @@ impl Supervisor {
     /// The event bus services publish on; by default in memory (this process only).
     pub fn with_bus(mut self, bus: Arc<dyn EventBus>) -> Self {
         self.bus = bus;
+        self
+    }
+
+    /// The process's root cancellation, when the caller made it before the supervisor (to
+    /// hang the registry's tasks under it); by default a fresh one.
+    pub fn with_root(mut self, root: CancellationToken) -> Self {
+        self.root = root;
         self
     }
 
@@ -153,7 +167,8 @@ impl Supervisor {
     pub async fn run(self, shutdown: Shutdown) -> Result<Outcome, StartError> {
         let started = Instant::now();
         let order = start_order(&self.services)?;
-        let root = CancellationToken::new();
+        let root = self.root.clone();
+        let leases = self.leases.clone().under(&root);
         // Whatever way this returns, nothing started below keeps running.
         let _stop_all = root.clone().drop_guard();
 
@@ -192,7 +207,7 @@ impl Supervisor {
                 registered: registered.clone(),
                 started,
                 signer: self.signer.clone(),
-                leases: self.leases.clone(),
+                leases: leases.clone(),
                 bus: self.bus.clone(),
             };
             let exit_tx = exit_tx.clone();

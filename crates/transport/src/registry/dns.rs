@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use super::{EndpointSet, Registry, RegistryError};
 use crate::Endpoint;
 
-/// Names resolved periodically; its tasks stop when it is dropped.
+/// Names resolved periodically; its tasks stop when it is dropped or the process's root
+/// cancellation fires.
 pub struct DnsRegistry {
     services: BTreeMap<String, watch::Sender<EndpointSet>>,
     stop: CancellationToken,
@@ -25,9 +26,13 @@ pub struct DnsRegistry {
 
 impl DnsRegistry {
     /// Starts one resolver task per name on the current tokio runtime. `names` maps a service
-    /// to a `HOST:PORT`.
-    pub fn new(names: &BTreeMap<String, String>, interval: Duration) -> Self {
-        let stop = CancellationToken::new();
+    /// to a `HOST:PORT`; the tasks hang under `root`, the process's cancellation.
+    pub fn new(
+        names: &BTreeMap<String, String>,
+        interval: Duration,
+        root: &CancellationToken,
+    ) -> Self {
+        let stop = root.child_token();
         let mut services = BTreeMap::new();
         for (service, name) in names {
             let (tx, _) = watch::channel(EndpointSet::from(Vec::new()));
@@ -149,7 +154,7 @@ mod tests {
             ("gateway".to_owned(), "localhost:9142".to_owned()),
             ("sharing".to_owned(), "127.0.0.1:9143".to_owned()),
         ]);
-        let reg = DnsRegistry::new(&names, Duration::from_millis(50));
+        let reg = DnsRegistry::new(&names, Duration::from_millis(50), &CancellationToken::new());
         let mut rx = reg.watch("sharing");
         let set = rx.wait_for(|s| !s.is_empty()).await.unwrap().clone();
         assert_eq!(&set[..], &[Endpoint::Tcp("127.0.0.1:9143".into())][..]);

@@ -460,11 +460,12 @@ enum Op {
 }
 
 impl NatsRegistry {
-    /// Starts the watcher and the heartbeat on the current tokio runtime.
-    pub fn new(kv: NatsKv) -> Self {
+    /// Starts the watcher and the heartbeat on the current tokio runtime, under `root`, the
+    /// process's cancellation.
+    pub fn new(kv: NatsKv, root: &CancellationToken) -> Self {
         let shared = Arc::new(Shared::default());
         let own = Arc::new(Mutex::new(BTreeSet::new()));
-        let stop = CancellationToken::new();
+        let stop = root.child_token();
         let period = heartbeat_period(kv.ttl());
         tokio::spawn(watcher(
             kv.clone(),
