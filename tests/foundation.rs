@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use arca_tests::{
-    ALL_SERVICES, DEPENDENCIES, InProcess, Launch, TempDir,
-    assert_stopped_in_reverse_dependency_order, eventually, free_port, get, metric_total, run_arca,
-    send,
+    InProcess, Launch, TempDir, all_services, assert_stopped_in_reverse_dependency_order,
+    dependencies, eventually, free_port, get, metric_total, run_arca, send,
 };
 
 /// Deadline for states that take milliseconds when all is well: generous for a loaded CI box,
@@ -27,7 +26,7 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
     let ready = arca.wait_ready(WITHIN).await?;
     let services = ready["services"].as_object().expect("services map");
     assert_eq!(services.len(), 6, "{ready}");
-    for name in ALL_SERVICES {
+    for name in all_services() {
         assert_eq!(ready["services"][name], "ready", "{name}: {ready}");
     }
     assert!(ready.get("reasons").is_none(), "{ready}");
@@ -85,7 +84,7 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
 
     arca.proc.sigterm();
     assert_eq!(arca.proc.exit_code(WITHIN).await?, Some(0));
-    assert_stopped_in_reverse_dependency_order(&arca.proc, &ALL_SERVICES, &DEPENDENCIES);
+    assert_stopped_in_reverse_dependency_order(&arca.proc, &all_services(), &dependencies());
     // Info lines wait in a buffer for at most 100 ms: the process writes out the last of them
     // before it exits.
     let events = arca.proc.events();

@@ -25,27 +25,19 @@ const RELEASE: &str = "demo";
 const NAMESPACE: &str = "files";
 /// What the chart's values call the cluster's DNS domain by default.
 const CLUSTER_DOMAIN: &str = "cluster.local";
-/// Who calls whom, as each service's `Service::dependencies` says (the chart keeps the same
-/// table; the binary, run on the rendered files below, refuses a config missing one).
-const DEPENDENCIES: [(&str, &[&str]); 6] = [
-    ("proxy", &["frontend", "storage-system"]),
-    ("frontend", &["gateway", "storage-users"]),
-    ("gateway", &["storage-users", "storage-system", "sharing"]),
-    ("storage-users", &["sharing"]),
-    ("storage-system", &[]),
-    ("sharing", &["storage-system"]),
-];
 /// What the test stands in for values Kubernetes would supply: `status.podIP`, and the keys of
 /// Secrets the chart is told about but does not render.
 const POD_IP: &str = "10.1.2.3";
 const DATABASE_URL: &str = "postgres://arca:pw@postgres.db.svc:5432/arca";
 const SECRET_VALUE: &str = "from-an-existing-secret-0123456789";
 
+/// Who calls whom, from the host's catalog (the chart keeps the same table; the binary, run on
+/// the rendered files below, refuses a config missing one).
 fn dependencies(service: &str) -> &'static [&'static str] {
-    DEPENDENCIES
+    arca_host::CATALOG
         .iter()
-        .find(|(s, _)| *s == service)
-        .map_or(&[], |(_, deps)| deps)
+        .find(|e| e.name == service)
+        .map_or(&[], |e| e.dependencies)
 }
 
 fn workspace() -> PathBuf {
@@ -404,7 +396,7 @@ fn check(manifests: &Manifests, scratch: &TempDir) -> anyhow::Result<BTreeMap<St
             }
         }
     }
-    for (s, _) in DEPENDENCIES {
+    for s in arca_host::CATALOG.iter().map(|e| e.name) {
         ensure!(owner.contains_key(s), "no group hosts {s}");
     }
 

@@ -805,27 +805,19 @@ pub fn assert_stopped_in_reverse_dependency_order(
     }
 }
 
-/// The dependency edges of arca's six services (dependant, dependency).
-pub const DEPENDENCIES: [(&str, &str); 7] = [
-    ("proxy", "frontend"),
-    ("frontend", "gateway"),
-    ("gateway", "storage-users"),
-    ("gateway", "storage-system"),
-    ("gateway", "sharing"),
-    ("sharing", "storage-system"),
-    // storage-users asks sharing for a non-owner's grants on every call.
-    ("storage-users", "sharing"),
-];
+/// The dependency edges of arca's services (dependant, dependency), from the host's catalog:
+/// the one place services and their dependencies are named.
+pub fn dependencies() -> Vec<(&'static str, &'static str)> {
+    arca_host::CATALOG
+        .iter()
+        .flat_map(|e| e.dependencies.iter().map(move |d| (e.name, *d)))
+        .collect()
+}
 
-/// The six service names.
-pub const ALL_SERVICES: [&str; 6] = [
-    "proxy",
-    "frontend",
-    "gateway",
-    "storage-users",
-    "storage-system",
-    "sharing",
-];
+/// Every service name, in the catalog's (start) order.
+pub fn all_services() -> Vec<&'static str> {
+    arca_host::CATALOG.iter().map(|e| e.name).collect()
+}
 
 /// Any request with a whole body over a fresh HTTP/1.1 connection, and the whole answer,
 /// within 60 s (WebDAV methods, uploads).
