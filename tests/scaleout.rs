@@ -646,7 +646,7 @@ fn the_grouped_nats_examples_are_valid() -> anyhow::Result<()> {
     assert_eq!(a.storage_users.blobs, b.storage_users.blobs);
     assert!(matches!(
         a.storage_users.blobs,
-        arca_config::BlobsConfig::S3(_)
+        Some(arca_config::BlobsConfig::S3(_))
     ));
     Ok(())
 }

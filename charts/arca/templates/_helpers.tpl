@@ -89,12 +89,13 @@ signal delivery. Computed from the same values that go into the config.
 {{- end -}}
 
 {{/*
-A storage service keeps state on its pod's volume unless its metadata is in PostgreSQL and its
-blobs in S3. Call with (dict "root" $ "service" NAME); renders "true" or "".
+A storage service keeps state on its pod's volume unless its metadata is in PostgreSQL and, for
+storage-users (storage-system keeps no file contents), its blobs in S3. Call with
+(dict "root" $ "service" NAME); renders "true" or "".
 */}}
 {{- define "arca.storageIsLocal" -}}
 {{- $v := index .root.Values .service -}}
-{{- if or (not $v.database.existingSecret) (ne $v.blobs.kind "s3") -}}true{{- end -}}
+{{- if or (not $v.database.existingSecret) (and (eq .service "storage-users") (ne $v.blobs.kind "s3")) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -364,7 +365,9 @@ overrides these with the pod's own IP (arca.endpointArgs).
 {{- if has $svc $g.services -}}
 {{- $s := index $v $svc -}}
 {{- $section := get $cfg $svc -}}
-{{- if eq $s.blobs.kind "s3" -}}
+{{- if ne $svc "storage-users" -}}
+{{- /* storage-system keeps no file contents: it has no blobs keys. */ -}}
+{{- else if eq $s.blobs.kind "s3" -}}
 {{- if not $s.blobs.s3.bucket -}}
 {{- fail (printf "%s.blobs.s3.bucket: required with blobs.kind s3" $svc) -}}
 {{- end -}}

@@ -417,13 +417,16 @@ section! {
     }
 }
 
-/// A storage service: where it listens, which metadata database it uses, where its blobs live.
+/// A storage service: where it listens, which metadata database it uses, where storage-users'
+/// blobs live.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StorageSection {
     pub endpoint: Endpoint,
     /// `postgres://…` or `sqlite://…`; `None` = SQLite under `data_dir/NAME`.
     pub database: Option<String>,
-    pub blobs: BlobsConfig,
+    /// Where file contents live (`storage-users.blobs`): always `Some` for storage-users, and
+    /// `None` for storage-system, which stores no file contents.
+    pub blobs: Option<BlobsConfig>,
     /// Quota in bytes given to each personal space when it is created; `None` = unlimited.
     /// Only storage-users has the key (`storage-users.personal_quota`): always `None` for
     /// storage-system, which has no personal spaces.

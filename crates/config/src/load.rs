@@ -405,12 +405,12 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             database_max_connections: t.field("database_max_connections").optional_count()?,
             provisioning: Some(t.section("provisioning", SPACE_PROVISIONING.read)?),
             uploads: Some(t.section("uploads", UploadsConfig::PART.read)?),
-            blobs: t.section("blobs", BLOBS.read)?,
+            blobs: Some(t.section("blobs", BLOBS.read)?),
         })
     },
 };
 
-/// `storage-system`: no personal spaces, no uploads from clients.
+/// `storage-system`: no personal spaces, no uploads from clients, no file contents.
 pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
     keys: |prefix, out| {
         keys!(prefix, out, {
@@ -423,7 +423,6 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             /// concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.
             "database_max_connections" = unset;
         });
-        (BLOBS.keys)(&join(prefix, "blobs"), out);
     },
     read: |t| {
         Ok(StorageSection {
@@ -433,7 +432,7 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             database_max_connections: t.field("database_max_connections").optional_count()?,
             provisioning: None,
             uploads: None,
-            blobs: t.section("blobs", BLOBS.read)?,
+            blobs: None,
         })
     },
 };
@@ -505,32 +504,6 @@ const BLOBS_ENV: &[(&str, &str, &str)] = &[
         "storage-users",
         "s3.secret_access_key",
         "ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY",
-    ),
-    ("storage-system", "kind", "ARCA_STORAGE_SYSTEM_BLOBS_KIND"),
-    (
-        "storage-system",
-        "s3.endpoint",
-        "ARCA_STORAGE_SYSTEM_S3_ENDPOINT",
-    ),
-    (
-        "storage-system",
-        "s3.bucket",
-        "ARCA_STORAGE_SYSTEM_S3_BUCKET",
-    ),
-    (
-        "storage-system",
-        "s3.region",
-        "ARCA_STORAGE_SYSTEM_S3_REGION",
-    ),
-    (
-        "storage-system",
-        "s3.access_key_id",
-        "ARCA_STORAGE_SYSTEM_S3_ACCESS_KEY_ID",
-    ),
-    (
-        "storage-system",
-        "s3.secret_access_key",
-        "ARCA_STORAGE_SYSTEM_S3_SECRET_ACCESS_KEY",
     ),
 ];
 
@@ -1277,9 +1250,11 @@ mod tests {
         assert!(config.hosts("gateway"));
         for storage in [&config.storage_users, &config.storage_system] {
             assert_eq!(storage.database, None);
-            assert_eq!(storage.blobs, BlobsConfig::Local);
             assert_eq!(storage.personal_quota, None);
         }
+        assert_eq!(config.storage_users.blobs, Some(BlobsConfig::Local));
+        // storage-system keeps no file contents: it has no blobs keys at all.
+        assert_eq!(config.storage_system.blobs, None);
     }
 
     #[test]
@@ -1815,7 +1790,7 @@ gateway: {endpoint: unix:///run/gw.sock}
 
     fn s3_of(storage: &StorageSection) -> &S3Config {
         match &storage.blobs {
-            BlobsConfig::S3(s3) => s3,
+            Some(BlobsConfig::S3(s3)) => s3,
             other => panic!("not s3: {other:?}"),
         }
     }
@@ -1834,8 +1809,6 @@ storage-users:
       bucket: arca-users
       access_key_id: AKIA1
       secret_access_key: "s3cr3t"
-storage-system:
-  blobs: {kind: s3, s3: {bucket: arca.system, region: eu-central-1}}
 "#,
         )
         .unwrap();
@@ -1850,14 +1823,12 @@ storage-system:
                 secret_access_key: Some("s3cr3t".into()),
             }
         );
-        let system = s3_of(&config.storage_system);
-        assert_eq!(
-            (system.bucket.as_str(), system.region.as_str()),
-            ("arca.system", "eu-central-1")
-        );
-        assert_eq!(system.endpoint, None);
-        assert_eq!(system.access_key_id, None);
         assert_eq!(config.storage_system.personal_quota, None);
+        // storage-system stores no file contents: a blobs section there is a mistake.
+        assert_eq!(
+            yaml_err("storage-system: {blobs: {kind: s3, s3: {bucket: arca.system}}}"),
+            "storage-system.blobs: unknown key (config/arca.yaml)"
+        );
 
         let shown = format!("{config:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
@@ -1881,12 +1852,6 @@ storage-system:
             ("ARCA_STORAGE_USERS_S3_REGION", "garage"),
             ("ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID", "uid"),
             ("ARCA_STORAGE_USERS_S3_SECRET_ACCESS_KEY", "usecret"),
-            ("ARCA_STORAGE_SYSTEM_BLOBS_KIND", "s3"),
-            ("ARCA_STORAGE_SYSTEM_S3_ENDPOINT", "http://[::1]:9000"),
-            ("ARCA_STORAGE_SYSTEM_S3_BUCKET", "s-bucket"),
-            ("ARCA_STORAGE_SYSTEM_S3_REGION", "r2"),
-            ("ARCA_STORAGE_SYSTEM_S3_ACCESS_KEY_ID", "sid"),
-            ("ARCA_STORAGE_SYSTEM_S3_SECRET_ACCESS_KEY", "ssecret"),
         ])
         .unwrap();
         assert_eq!(config.storage_users.personal_quota, Some(500_000_000));
@@ -1900,16 +1865,6 @@ storage-system:
                 secret_access_key: Some("usecret".into()),
             }
         );
-        assert_eq!(
-            s3_of(&config.storage_system),
-            &S3Config {
-                endpoint: Some("http://[::1]:9000".into()),
-                bucket: "s-bucket".into(),
-                region: "r2".into(),
-                access_key_id: Some("sid".into()),
-                secret_access_key: Some("ssecret".into()),
-            }
-        );
     }
 
     #[test]
@@ -1921,10 +1876,10 @@ storage-system:
             err,
             "storage-users.blobs.s3.bucket: must not be empty when blobs.kind is s3 (config/x.yaml)"
         );
-        let err = env(&[("ARCA_STORAGE_SYSTEM_BLOBS_KIND", "s3")]).unwrap_err();
+        let err = env(&[("ARCA_STORAGE_USERS_BLOBS_KIND", "s3")]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "storage-system.blobs.s3.bucket: must not be empty when blobs.kind is s3 (env ARCA_STORAGE_SYSTEM_BLOBS_KIND)"
+            "storage-users.blobs.s3.bucket: must not be empty when blobs.kind is s3 (env ARCA_STORAGE_USERS_BLOBS_KIND)"
         );
         assert_eq!(
             yaml_err("storage-users: {blobs: {s3: {bucket: arca}}}"),
@@ -1945,8 +1900,8 @@ storage-system:
             "storage-users.blobs.s3.access_key_id: must be set together with blobs.s3.secret_access_key (env ARCA_STORAGE_USERS_S3_ACCESS_KEY_ID)"
         );
         assert_eq!(
-            yaml_err("storage-system: {blobs: {s3: {secret_access_key: x}}}"),
-            "storage-system.blobs.s3.secret_access_key: must be set together with blobs.s3.access_key_id (config/arca.yaml)"
+            yaml_err("storage-users: {blobs: {s3: {secret_access_key: x}}}"),
+            "storage-users.blobs.s3.secret_access_key: must be set together with blobs.s3.access_key_id (config/arca.yaml)"
         );
         for bad in [
             "ab",
@@ -1995,7 +1950,10 @@ storage-system:
             "a.yaml",
             "storage-users: {blobs: {kind: local, s3: {bucket: \"\"}}}",
         );
-        assert_eq!(config.unwrap().storage_users.blobs, BlobsConfig::Local);
+        assert_eq!(
+            config.unwrap().storage_users.blobs,
+            Some(BlobsConfig::Local)
+        );
     }
 
     #[test]

@@ -181,13 +181,13 @@ mod tests {
         assert!(text.contains("\n      bucket: \"arca-users\"\n"), "{text}");
         let config = load_text(&text).unwrap();
         assert_eq!(config.storage_users.personal_quota, Some(10 << 30));
-        let crate::BlobsConfig::S3(s3) = &config.storage_users.blobs else {
+        let Some(crate::BlobsConfig::S3(s3)) = &config.storage_users.blobs else {
             panic!("{:?}", config.storage_users);
         };
         assert_eq!(s3.bucket, "arca-users");
         assert_eq!(s3.region, "us-east-1");
         assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
-        assert_eq!(config.storage_system.blobs, crate::BlobsConfig::Local);
+        assert_eq!(config.storage_system.blobs, None);
     }
 
     #[test]

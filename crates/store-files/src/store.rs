@@ -87,8 +87,9 @@ impl StoreConfig {
     pub fn from_section(section: &arca_config::StorageSection, dir: &std::path::Path) -> Self {
         let db_url = arca_store::database_url(section, dir);
         let blobs = match &section.blobs {
-            arca_config::BlobsConfig::Local => BlobConfig::Local(dir.join("blobs")),
-            arca_config::BlobsConfig::S3(s3) => BlobConfig::S3(crate::S3Options {
+            // `None` only for storage-system's section, which no files store opens.
+            None | Some(arca_config::BlobsConfig::Local) => BlobConfig::Local(dir.join("blobs")),
+            Some(arca_config::BlobsConfig::S3(s3)) => BlobConfig::S3(crate::S3Options {
                 bucket: s3.bucket.clone(),
                 region: s3.region.clone(),
                 endpoint: s3.endpoint.clone(),
