@@ -7,12 +7,16 @@
 //! Free functions: [`arca_bin`], [`free_port`], [`get`] and [`eventually`].
 //! Servers a test needs beside arca: [`Nats`], [`Postgres`] and [`Moto`] (S3).
 //! The sync-client load of the soak test and benchmark: [`soak`]; the example deployments as
-//! processes, restarted as a rolling update or a crash would: [`layouts`].
+//! processes, restarted as a rolling update or a crash would: [`layouts`]. Every service in
+//! the test process instead, for tests that need several services but not several
+//! processes: [`InProcess`]. XML answers as a tree: [`xml`].
 
 #[path = "kit/layouts.rs"]
 pub mod layouts;
 #[path = "kit/soak.rs"]
 pub mod soak;
+#[path = "kit/xml.rs"]
+pub mod xml;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
@@ -819,6 +823,13 @@ pub fn all_services() -> Vec<&'static str> {
     arca_host::CATALOG.iter().map(|e| e.name).collect()
 }
 
+/// An HTTP Basic `authorization` value for `user:password`.
+pub fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
 /// Any request with a whole body over a fresh HTTP/1.1 connection, and the whole answer,
 /// within 60 s (WebDAV methods, uploads).
 pub async fn send(
@@ -1585,11 +1596,20 @@ pub fn assert_no_failures(failures: &[String]) {
     );
 }
 
+/// How long [`InProcess::ready`] waits for every service: seconds when all is well, more on
+/// a machine loaded by parallel builds.
+pub const IN_PROCESS_READY: Duration = Duration::from_secs(30);
+
 /// A deployment hosted inside the test process by the real boot path (`arca_host::start`,
 /// what `arca server` runs): services reach each other over `mem://` (or the Unix sockets and
 /// registry the settings name), the proxy and the debug server bind port 0, so no port is
 /// picked ahead and no race with another test can take it. For tests that need several
 /// services but nothing only separate processes show (exit codes, signals, log lines).
+///
+/// What it shares with every other deployment of the same test binary: the process-wide
+/// tracing subscriber (its log lines cannot be told apart, and are not captured) and metrics
+/// recorder (`/metrics` sums every deployment's counters). A test that reads either of its
+/// own deployment keeps a [`Server`] process.
 pub struct InProcess {
     host: Option<arca_host::Host>,
     shutdown: arca_runtime::Shutdown,
@@ -1602,11 +1622,16 @@ pub struct InProcess {
 
 impl InProcess {
     /// Starts the services of `settings` (dotted keys as `--set` takes them; the default is all
-    /// six) on `DIR/data`, in this process.
+    /// six) on `DIR/data`, in this process. Debug and public listeners bind port 0, unless
+    /// `settings` name `proxy.http.addr`.
     pub async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
         let mut flags = arca_config::Overrides::default();
         let origin = || arca_config::Origin::Flag("test".into());
-        flags.push("data_dir", dir.join("data").display().to_string(), origin());
+        flags.push(
+            "data_dir",
+            Self::data_dir(dir).display().to_string(),
+            origin(),
+        );
         // The test's own output stays readable; a failure's warnings still show.
         flags.push("log.level", "warn", origin());
         for (key, value) in settings {
@@ -1616,7 +1641,11 @@ impl InProcess {
         // Port 0, which the loader refuses from an operator (a service must be findable), is
         // what makes an in-process deployment race-free: the kernel picks, the host reports.
         config.debug.addr = "127.0.0.1:0".into();
-        config.proxy.http.addr = "127.0.0.1:0".into();
+        // A public address given is kept: a restart on the same dir that must answer where the
+        // first start did (the URLs a client holds) passes the first one's `public`.
+        if !settings.iter().any(|(key, _)| *key == "proxy.http.addr") {
+            config.proxy.http.addr = "127.0.0.1:0".into();
+        }
         arca_host::check(&config, &arca_host::CATALOG).map_err(anyhow::Error::msg)?;
         let shutdown = arca_runtime::Shutdown::new();
         let host = arca_host::start(config, &arca_host::CATALOG, shutdown.clone()).await?;
@@ -1626,6 +1655,28 @@ impl InProcess {
             shutdown,
             public: String::new(),
         })
+    }
+
+    /// The single-binary deployment most tests want: every service on `DIR/data`, the admin
+    /// user's password `admin_password` (`identity.admin_password`, which `ARCA_ADMIN_PASSWORD`
+    /// sets for a process), `settings` on top; returns once every service is ready (within
+    /// [`IN_PROCESS_READY`]) and [`InProcess::public`] is known.
+    pub async fn ready(
+        dir: &TempDir,
+        admin_password: &str,
+        settings: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let mut all = vec![("identity.admin_password", admin_password)];
+        all.extend_from_slice(settings);
+        let mut deployment = Self::start(dir, &all).await?;
+        deployment.wait_ready(IN_PROCESS_READY).await?;
+        Ok(deployment)
+    }
+
+    /// Where its services keep their files: `DIR/data` of the [`TempDir`] it started on. The
+    /// same dir given to a second [`InProcess::start`] after [`InProcess::stop`] is a restart.
+    pub fn data_dir(dir: &TempDir) -> PathBuf {
+        dir.join("data")
     }
 
     fn host(&self) -> &arca_host::Host {
