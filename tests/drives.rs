@@ -1,25 +1,20 @@
-//! Graph drives through the real single binary: each drive's `root.webDavUrl` works over
+//! Graph drives in one in-process deployment: each drive's `root.webDavUrl` works over
 //! WebDAV, project drives are created, changed and deleted by admins only, their quota holds,
 //! and other users neither see nor reach them.
 
-use std::time::Duration;
-
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, send};
+use arca_tests::{HttpResponse, InProcess, TempDir, send};
 use serde_json::Value;
 
-const READY: Duration = Duration::from_secs(20);
 /// `admin:drives-secret`.
 const ADMIN: (&str, &str) = ("authorization", "Basic YWRtaW46ZHJpdmVzLXNlY3JldA==");
 /// `bob:bob-pass`.
 const BOB: (&str, &str) = ("authorization", "Basic Ym9iOmJvYi1wYXNz");
 const JSON: (&str, &str) = ("content-type", "application/json");
 
-async fn start(dir: &TempDir) -> anyhow::Result<Server> {
-    let mut server = Launch::arca(dir)
-        .env("ARCA_ADMIN_PASSWORD", "drives-secret")
-        .spawn()?;
-    server.wait_ready(READY).await?;
+/// Every service in this process, the admin's password `drives-secret`, and user bob.
+async fn start(dir: &TempDir) -> anyhow::Result<InProcess> {
+    let server = InProcess::ready(dir, "drives-secret", &[]).await?;
     let bob = send(
         &server.public,
         "POST",

@@ -1,15 +1,12 @@
-//! The OCS API through the real single binary: capabilities and cloud/user in v1 and v2, JSON
+//! The OCS API in one in-process deployment: capabilities and cloud/user in v1 and v2, JSON
 //! and XML, checked key by key against what the ownCloud desktop client reads
 //! (shared/protocol/CLIENT_PROTOCOL.md §2–3), with and without authentication.
 
-use std::time::Duration;
-
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, send};
-use quick_xml::events::Event;
+use arca_tests::xml::Element;
+use arca_tests::{HttpResponse, InProcess, TempDir, get, send};
 use serde_json::Value;
 
-const READY: Duration = Duration::from_secs(20);
 /// `admin:ocs-secret`.
 const ADMIN: (&str, &str) = ("authorization", "Basic YWRtaW46b2NzLXNlY3JldA==");
 /// `bob:bob-pass`.
@@ -17,88 +14,9 @@ const BOB: (&str, &str) = ("authorization", "Basic Ym9iOmJvYi1wYXNz");
 /// What owncloudcmd sends with every OCS call.
 const OCS_HEADER: (&str, &str) = ("ocs-apirequest", "true");
 
-async fn start(dir: &TempDir) -> anyhow::Result<Server> {
-    let mut server = Launch::arca(dir)
-        .env("ARCA_ADMIN_PASSWORD", "ocs-secret")
-        .spawn()?;
-    server.wait_ready(READY).await?;
-    Ok(server)
-}
-
-async fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> anyhow::Result<HttpResponse> {
-    send(addr, "GET", path, headers, "").await
-}
-
-/// An XML element: its name, its text, its children in order.
-#[derive(Debug, Default)]
-struct Element {
-    name: String,
-    text: String,
-    children: Vec<Element>,
-}
-
-impl Element {
-    fn parse(xml: &str) -> anyhow::Result<Element> {
-        let mut reader = quick_xml::Reader::from_str(xml);
-        let mut stack = vec![Element::default()];
-        loop {
-            match reader.read_event()? {
-                Event::Start(e) => stack.push(Element {
-                    name: e.name().as_ref().to_owned(),
-                    ..Element::default()
-                }),
-                Event::Empty(e) => {
-                    let el = Element {
-                        name: e.name().as_ref().to_owned(),
-                        ..Element::default()
-                    };
-                    stack.last_mut().context("unbalanced")?.children.push(el);
-                }
-                Event::End(_) => {
-                    let done = stack.pop().context("unbalanced")?;
-                    stack.last_mut().context("unbalanced")?.children.push(done);
-                }
-                Event::Text(t) => {
-                    let text = t.xml10_content();
-                    stack.last_mut().context("unbalanced")?.text.push_str(&text);
-                }
-                Event::GeneralRef(r) => {
-                    let c = match &*r {
-                        "lt" => '<',
-                        "gt" => '>',
-                        "amp" => '&',
-                        "quot" => '"',
-                        "apos" => '\'',
-                        other => anyhow::bail!("unexpected entity {other}"),
-                    };
-                    stack.last_mut().context("unbalanced")?.text.push(c);
-                }
-                Event::Eof => break,
-                _ => {}
-            }
-        }
-        anyhow::ensure!(stack.len() == 1, "unclosed elements");
-        let mut doc = stack.pop().context("empty")?;
-        anyhow::ensure!(doc.children.len() == 1, "one root element");
-        doc.children.pop().context("no root")
-    }
-
-    /// The descendant at a slash-separated path of child names.
-    fn at(&self, path: &str) -> anyhow::Result<&Element> {
-        let mut here = self;
-        for step in path.split('/') {
-            here = here
-                .children
-                .iter()
-                .find(|c| c.name == step)
-                .with_context(|| format!("no <{step}> on the way to {path} in <{}>", here.name))?;
-        }
-        Ok(here)
-    }
-
-    fn text_at(&self, path: &str) -> anyhow::Result<&str> {
-        Ok(self.at(path)?.text.as_str())
-    }
+/// Every service in this process, the admin's password `ocs-secret`.
+async fn start(dir: &TempDir) -> anyhow::Result<InProcess> {
+    InProcess::ready(dir, "ocs-secret", &[]).await
 }
 
 /// Checks a JSON capabilities answer; `code` is the version's success statuscode.
