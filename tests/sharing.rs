@@ -1,5 +1,7 @@
-//! Sharing end to end through the single binary: user shares with roles (read under
-//! `Shares/`, write refused then allowed, revocation at once), no way out of a shared folder,
+//! Sharing end to end through every service on the real boot path (in the test process, or
+//! the single binary where a test reads its logged events or splits it into processes): user
+//! shares with roles (read under `Shares/`, write refused then allowed, revocation at once),
+//! no way out of a shared folder,
 //! group shares that follow membership, pending shares, public links (read, password with
 //! throttling, expiry, upload-only), the OCS answers field by field, and the events.
 
@@ -15,7 +17,7 @@ use sharing_env::*;
 #[tokio::test]
 async fn user_share_viewer_then_editor_then_revoked() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let env = Env::start(&dir, &[]).await?;
+    let env = Env::process(&dir, &[]).await?;
     let alice = env.user("alice").await?;
     let bob = env.user("bob").await?;
     env.user("carol").await?;
@@ -418,8 +420,7 @@ async fn user_share_viewer_then_editor_then_revoked() -> anyhow::Result<()> {
     // Events: created, updated, removed, each with ids, actor and time.
     for kind in ["share.created", "share.updated", "share.removed"] {
         let e = env
-            .server
-            .proc
+            .proc()
             .wait_event(Duration::from_secs(5), kind, |e| {
                 e["fields"]["message"] == "event" && e["fields"]["kind"] == kind
             })
@@ -780,7 +781,7 @@ async fn pending_shares_wait_for_acceptance() -> anyhow::Result<()> {
 #[tokio::test]
 async fn public_links_read_password_expiry_and_drop() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let env = Env::start(&dir, &[("proxy.auth.max_failures", "4")]).await?;
+    let env = Env::process(&dir, &[("proxy.auth.max_failures", "4")]).await?;
     env.user("alice").await?;
     assert_eq!(
         env.req("alice", "MKCOL", &files("alice", "/Pub"), &[], "")
@@ -868,8 +869,7 @@ async fn public_links_read_password_expiry_and_drop() -> anyhow::Result<()> {
             .status,
         404
     );
-    env.server
-        .proc
+    env.proc()
         .wait_event(Duration::from_secs(5), "link.accessed", |e| {
             e["fields"]["kind"] == "link.accessed"
                 && e["fields"]["actor"]
@@ -1055,7 +1055,7 @@ async fn grouped_processes_enforce_shares_across_the_wire() -> anyhow::Result<()
     s.wait_ready(READY).await?;
     f.wait_ready(READY).await?;
     u.wait_ready(READY).await?;
-    let env = Env { server: f };
+    let env = Env::on(f);
     env.user("alice").await?;
     env.user("bob").await?;
     assert_eq!(
@@ -1429,7 +1429,7 @@ async fn no_share_exposes_a_sibling() -> anyhow::Result<()> {
 #[tokio::test]
 async fn declined_share_leaves_and_accepting_restores_it() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let env = Env::start(&dir, &[]).await?;
+    let env = Env::process(&dir, &[]).await?;
     env.user("alice").await?;
     let bob = env.user("bob").await?;
     alice_tree(&env).await?;
@@ -1490,8 +1490,7 @@ async fn declined_share_leaves_and_accepting_restores_it() -> anyhow::Result<()>
 
     for kind in ["share.declined", "share.accepted"] {
         let e = env
-            .server
-            .proc
+            .proc()
             .wait_event(std::time::Duration::from_secs(5), kind, |e| {
                 e["fields"]["message"] == "event" && e["fields"]["kind"] == kind
             })
@@ -1505,49 +1504,20 @@ async fn declined_share_leaves_and_accepting_restores_it() -> anyhow::Result<()>
 
 /// The `<element>`s of an OCS XML answer's `<data>`, each as its child elements' texts.
 fn xml_shares(xml: &str) -> anyhow::Result<Vec<std::collections::BTreeMap<String, String>>> {
-    use quick_xml::events::Event;
-    let mut reader = quick_xml::Reader::from_str(xml);
-    let mut path: Vec<String> = Vec::new();
-    let mut out = Vec::new();
-    let mut text = String::new();
-    loop {
-        match reader.read_event()? {
-            Event::Start(e) => {
-                path.push(e.name().as_ref().to_owned());
-                if path.len() == 3 && path[..2] == ["ocs", "data"] {
-                    out.push(std::collections::BTreeMap::new());
-                }
-                text.clear();
-            }
-            Event::Empty(e) if path.len() == 3 => {
-                let name = e.name().as_ref().to_owned();
-                out.last_mut()
-                    .context("a field outside an element")?
-                    .insert(name, String::new());
-            }
-            Event::Text(t) => text.push_str(&t.xml10_content()),
-            Event::GeneralRef(r) => text.push(match &*r {
-                "lt" => '<',
-                "gt" => '>',
-                "amp" => '&',
-                "quot" => '"',
-                "apos" => '\'',
-                other => anyhow::bail!("unexpected entity {other}"),
-            }),
-            Event::End(_) => {
-                if path.len() == 4 {
-                    let name = path[3].clone();
-                    out.last_mut()
-                        .context("a field outside an element")?
-                        .insert(name, std::mem::take(&mut text));
-                }
-                path.pop();
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    Ok(out)
+    let doc = arca_tests::xml::Element::parse(xml)?;
+    anyhow::ensure!(doc.name == "ocs", "<{}> is not an OCS answer", doc.name);
+    Ok(doc
+        .at("data")?
+        .children
+        .iter()
+        .map(|share| {
+            share
+                .children
+                .iter()
+                .map(|field| (field.name.clone(), field.text.clone()))
+                .collect()
+        })
+        .collect())
 }
 
 /// The JSON share `j` and the XML share `x` carry the same fields with the same values

@@ -1,14 +1,15 @@
-//! What the sharing tests share: a single-binary server with the admin's password known,
-//! users and groups made through Graph, OCS calls, PROPFIND helpers, anonymous requests and a
-//! keep-alive connection (an "open session"). Included by tests/sharing.rs and
-//! tests/sharing_links.rs; each uses part of it.
+//! What the sharing tests share: every service with the admin's password known (in the test
+//! process, or as the single binary when a test reads the events it logs), users and groups
+//! made through Graph, OCS calls, PROPFIND helpers, anonymous requests and a keep-alive
+//! connection (an "open session"). Included by tests/sharing.rs and tests/sharing_links.rs;
+//! each uses part of it.
 #![allow(dead_code)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, send};
-use base64::Engine as _;
+pub use arca_tests::basic;
+use arca_tests::{HttpResponse, InProcess, Launch, Proc, Server, TempDir, send};
 use http_body_util::BodyExt as _;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -17,30 +18,63 @@ pub const READY: Duration = Duration::from_secs(20);
 pub const ADMIN_PASSWORD: &str = "admin-secret";
 pub const OCS: &str = "/ocs/v2.php/apps/files_sharing/api/v1";
 
-pub fn basic(user: &str, password: &str) -> String {
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    )
+/// Where a test's services run.
+pub enum Deployment {
+    /// In the test process: for tests that only talk HTTP to it.
+    InProcess(InProcess),
+    /// The single binary: for tests that read the events it logs (`message: "event"`), which
+    /// an in-process deployment writes to the test process's shared log.
+    Process(Server),
 }
 
 pub struct Env {
-    pub server: Server,
+    pub deployment: Deployment,
+    /// `HOST:PORT` of the public listener.
+    addr: String,
 }
 
 impl Env {
+    /// Every service in the test process, with `settings` (dotted keys).
     pub async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let deployment = InProcess::ready(dir, ADMIN_PASSWORD, settings).await?;
+        Ok(Self {
+            addr: deployment.public.clone(),
+            deployment: Deployment::InProcess(deployment),
+        })
+    }
+
+    /// `arca server` as a process, with `settings` (dotted keys, as `--set`), whose log
+    /// [`Env::proc`] reads.
+    pub async fn process(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Self> {
         let mut launch = Launch::arca(dir).env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD);
         for (k, v) in settings {
             launch = launch.set(k, v);
         }
         let mut server = launch.spawn()?;
         server.wait_ready(READY).await?;
-        Ok(Self { server })
+        Ok(Self::on(server))
+    }
+
+    /// A process the test started itself.
+    pub fn on(server: Server) -> Self {
+        Self {
+            addr: server.public.clone(),
+            deployment: Deployment::Process(server),
+        }
+    }
+
+    /// The process, its output captured (only for an [`Env::process`]).
+    pub fn proc(&self) -> &Proc {
+        match &self.deployment {
+            Deployment::Process(server) => &server.proc,
+            Deployment::InProcess(_) => {
+                panic!("an in-process deployment has no log of its own: start it with Env::process")
+            }
+        }
     }
 
     pub fn addr(&self) -> &str {
-        &self.server.public
+        &self.addr
     }
 
     /// One request as `user` (whose password is `USER-pw`; the admin's is ADMIN_PASSWORD).

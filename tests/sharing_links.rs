@@ -1,7 +1,8 @@
 //! Public links beyond reading: COPY and MOVE inside a read-write link and never out of it,
 //! upload-only links ("file drop") that neither reveal nor overwrite what the folder holds,
 //! and link changes (narrowed, password added, removed) reaching the very next request of an
-//! open connection. Through the single binary, anonymous requests only.
+//! open connection. Every service on the real boot path (in the test process, or the single
+//! binary where its logged events are read), anonymous requests only.
 
 mod sharing_env;
 
@@ -289,7 +290,7 @@ async fn upload_only_link_neither_reveals_nor_overwrites() -> anyhow::Result<()>
 #[tokio::test]
 async fn link_changes_reach_the_next_request_of_an_open_connection() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let env = Env::start(&dir, &[]).await?;
+    let env = Env::process(&dir, &[]).await?;
     env.user("alice").await?;
     assert_eq!(
         env.req("alice", "MKCOL", &files("alice", "/Pub"), &[], "")
@@ -364,8 +365,7 @@ async fn link_changes_reach_the_next_request_of_an_open_connection() -> anyhow::
     // Every opening was published: link.accessed with the share's id, the link as actor,
     // an event id and a time.
     let link_accessed = || -> Vec<serde_json::Value> {
-        env.server
-            .proc
+        env.proc()
             .events_with("event")
             .into_iter()
             .filter(|e| e["fields"]["kind"] == "link.accessed")
