@@ -1,13 +1,14 @@
-//! TUS resumable uploads through the real single binary, with the headers owncloudcmd and oCIS
-//! exchange (CLIENT_PROTOCOL.md §5a): creation with and without a first chunk, chunked PATCHes,
-//! an interrupted chunk, a restart between chunks, preconditions, quota, termination, expiry,
+//! TUS resumable uploads through every service in the test process (the real boot path), with
+//! the headers owncloudcmd and oCIS exchange (CLIENT_PROTOCOL.md §5a): creation with and
+//! without a first chunk, chunked PATCHes, an interrupted chunk, a restart between chunks (an
+//! orderly stop and a start on the same data dir), preconditions, quota, termination, expiry,
 //! and a real TUS client (Python tuspy) that stops halfway and resumes.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, eventually, pattern, send, sha1_hex};
+use arca_tests::{HttpResponse, InProcess, TempDir, eventually, pattern, send, sha1_hex};
 use base64::Engine as _;
 use bytes::Bytes;
 use sha1::Digest as _;
@@ -18,19 +19,14 @@ const PASSWORD: &str = "tus-secret";
 const AUTH: &str = "Basic YWRtaW46dHVzLXNlY3JldA==";
 /// Upload URLs are signed with the identity secret: a fixed one lets them outlive a restart.
 const SECRET: &str = "tus-test-identity-secret";
-const READY: Duration = Duration::from_secs(30);
 const ROOT: &str = "/remote.php/dav/files/admin";
 
-fn launch(dir: &TempDir) -> Launch {
-    Launch::arca(dir)
-        .env("ARCA_ADMIN_PASSWORD", PASSWORD)
-        .env("ARCA_IDENTITY_SECRET", SECRET)
-}
-
-async fn start(launch: Launch) -> anyhow::Result<Server> {
-    let mut server = launch.spawn()?;
-    server.wait_ready(READY).await?;
-    Ok(server)
+/// Every service in this process, with the admin's password and the identity secret above,
+/// and `settings` (dotted keys).
+async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<InProcess> {
+    let mut all = vec![("identity.secret", SECRET)];
+    all.extend_from_slice(settings);
+    InProcess::ready(dir, PASSWORD, &all).await
 }
 
 /// One request as admin.
@@ -165,7 +161,7 @@ fn now_secs() -> u64 {
 #[tokio::test]
 async fn a_small_file_in_one_post() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = &server.public;
 
     let r = create(
@@ -327,7 +323,7 @@ async fn a_small_file_in_one_post() -> anyhow::Result<()> {
 #[tokio::test]
 async fn three_chunks_with_head_between() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = &server.public;
     let data = pattern(30, 1);
 
@@ -444,7 +440,7 @@ async fn three_chunks_with_head_between() -> anyhow::Result<()> {
 #[tokio::test]
 async fn an_interrupted_chunk_keeps_what_arrived() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = &server.public;
     let data = pattern(3 << 20, 2);
     let sent = (1 << 20) + 12_345;
@@ -496,7 +492,7 @@ async fn an_interrupted_chunk_keeps_what_arrived() -> anyhow::Result<()> {
 #[tokio::test]
 async fn an_upload_resumes_after_a_restart() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let mut server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = server.public.clone();
     let data = pattern(2 << 20, 3);
     let half = 1 << 20;
@@ -515,15 +511,15 @@ async fn an_upload_resumes_after_a_restart() -> anyhow::Result<()> {
     let r = patch(&a, &path, half / 2, &data[half / 2..half], &[]).await?;
     assert_eq!(r.status, 204, "{}", r.text());
 
-    server.proc.sigterm();
-    assert_eq!(
-        server.proc.exit_code(Duration::from_secs(30)).await?,
-        Some(0)
+    // An orderly stop, as SIGTERM asks a process for (a clean outcome is its exit code 0).
+    let outcome = tokio::time::timeout(Duration::from_secs(30), server.stop()).await??;
+    assert!(
+        matches!(outcome, arca_runtime::Outcome::Clean),
+        "{outcome:?}"
     );
-    drop(server);
 
     // Same data dir, same public address: the Location the client holds still works.
-    let server = start(launch(&dir).public_addr(&a)).await?;
+    let server = start(&dir, &[("proxy.http.addr", &a)]).await?;
     let h = head(&a, &path).await?;
     assert_eq!(h.status, 200, "{}", h.text());
     assert_eq!(offset_of(&h)?, half as u64);
@@ -538,7 +534,7 @@ async fn an_upload_resumes_after_a_restart() -> anyhow::Result<()> {
 #[tokio::test]
 async fn preconditions_and_quota_are_checked() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir).set("storage-users.personal_quota", "10000")).await?;
+    let server = start(&dir, &[("storage-users.personal_quota", "10000")]).await?;
     let a = &server.public;
     let file = format!("{ROOT}/doc.txt");
     let put = dav(a, "PUT", &file, &[], "original").await?;
@@ -614,7 +610,7 @@ async fn preconditions_and_quota_are_checked() -> anyhow::Result<()> {
 #[tokio::test]
 async fn termination_removes_the_upload() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = &server.public;
     let r = create(
         a,
@@ -656,7 +652,7 @@ async fn termination_removes_the_upload() -> anyhow::Result<()> {
 #[tokio::test]
 async fn abandoned_uploads_expire() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir).set("storage-users.uploads.expiration", "4s")).await?;
+    let server = start(&dir, &[("storage-users.uploads.expiration", "4s")]).await?;
     let a = &server.public;
     let r = create(
         a,
@@ -752,7 +748,7 @@ async fn tuspy(dir: &TempDir, args: &[&str]) -> anyhow::Result<Vec<String>> {
 #[tokio::test]
 async fn tuspy_uploads_in_chunks_and_resumes() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(launch(&dir)).await?;
+    let server = start(&dir, &[]).await?;
     let a = &server.public;
     assert_eq!(
         dav(a, "MKCOL", &format!("{ROOT}/tuspy"), &[], "")
