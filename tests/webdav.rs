@@ -1,10 +1,12 @@
-//! Files over WebDAV through the real single binary: the litmus suite, etag propagation, id
-//! stability, atomic concurrent writes, a killed upload, and bad input.
+//! Files over WebDAV through every service on the real boot path: the litmus suite, etag
+//! propagation, id stability, atomic concurrent writes, a killed upload, and bad input. In the
+//! test process ([`InProcess`]), except where the process is the subject: a SIGKILL, and the
+//! log a secret must never reach.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, Launch, Server, TempDir, send};
+use arca_tests::{HttpResponse, InProcess, Launch, Server, TempDir, send};
 use bytes::Bytes;
 use http_body_util::StreamBody;
 use hyper::body::Frame;
@@ -15,7 +17,13 @@ const READY: Duration = Duration::from_secs(20);
 /// `admin:litmus-secret`, as HTTP Basic.
 const AUTH: &str = "Basic YWRtaW46bGl0bXVzLXNlY3JldA==";
 
-async fn start(dir: &TempDir) -> anyhow::Result<Server> {
+/// Every service in this process, the admin's password [`PASSWORD`].
+async fn start(dir: &TempDir) -> anyhow::Result<InProcess> {
+    InProcess::ready(dir, PASSWORD, &[]).await
+}
+
+/// `arca server` as a process, for a test that kills it.
+async fn start_process(dir: &TempDir) -> anyhow::Result<Server> {
     let mut server = Launch::arca(dir)
         .env("ARCA_ADMIN_PASSWORD", PASSWORD)
         .spawn()?;
@@ -159,7 +167,9 @@ async fn etags_propagate_to_the_root_and_ids_survive_moves() -> anyhow::Result<(
     Ok(())
 }
 
-#[tokio::test]
+// Two workers: the server's tasks run in parallel with each other, as in `arca server`, not
+// only interleaved on the test's one thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_each_commit_whole_files() -> anyhow::Result<()> {
     let dir = TempDir::new();
     let server = start(&dir).await?;
@@ -228,7 +238,7 @@ async fn concurrent_writers_each_commit_whole_files() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_killed_upload_leaves_the_previous_version() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let mut server = start(&dir).await?;
+    let mut server = start_process(&dir).await?;
     let addr = server.public.clone();
     let path = format!("{ROOT}/big.bin");
     let v1 = vec![1u8; 1 << 20];
@@ -256,7 +266,7 @@ async fn a_killed_upload_leaves_the_previous_version() -> anyhow::Result<()> {
     drop(tx);
     let _ = upload.await;
 
-    let server = start(&dir).await?;
+    let server = start_process(&dir).await?;
     let got = dav(&server.public, "GET", &path, &[], "").await?;
     assert_eq!(got.status, 200);
     assert!(
@@ -466,11 +476,8 @@ async fn users_cannot_reach_each_others_files() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_write_over_quota_is_507_and_writes_nothing() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let mut server = Launch::arca(&dir)
-        .env("ARCA_ADMIN_PASSWORD", PASSWORD)
-        .set("storage-users.personal_quota", "10KB")
-        .spawn()?;
-    server.wait_ready(READY).await?;
+    let server =
+        InProcess::ready(&dir, PASSWORD, &[("storage-users.personal_quota", "10KB")]).await?;
     let a = &server.public;
     assert_eq!(
         dav(a, "PUT", &format!("{ROOT}/small.bin"), &[], vec![1u8; 6000])
