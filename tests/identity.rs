@@ -3,7 +3,9 @@
 //! invalidated by storage-system's change feed, in one process and across processes over TCP
 //! and Unix sockets, and a lost feed never leaves stale logins behind); app tokens are
 //! created, listed, used, revoked and expire; groups and their members through Graph; and
-//! `arca users` on the database, alone and beside a running server.
+//! `arca users` on the database, alone and beside a running server. The tests that count
+//! authentications in `/metrics`, stop a process or run the CLI use the binary; the others run
+//! every service in the test process.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -11,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arca_tests::{
-    HttpResponse, Launch, Server, TempDir, arca_bin, command, eventually, free_port, get, send,
+    HttpResponse, InProcess, Launch, Server, TempDir, arca_bin, basic, command, eventually,
+    free_port, get, send,
 };
-use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
@@ -25,11 +27,6 @@ const SPLIT_SECRET: &str = "0123456789abcdef0123456789abcdef";
 /// What `arca users` documents: a change written to the database by another process reaches
 /// every proxy within this (storage-system's 1 s poll plus one round trip).
 const CLI_BOUND: Duration = Duration::from_secs(2);
-
-fn basic(user: &str, password: &str) -> String {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    format!("Basic {encoded}")
-}
 
 /// One request as `user`, with a JSON body (empty for none).
 async fn call(
@@ -58,6 +55,13 @@ fn admin() -> (&'static str, &'static str) {
     ("admin", ADMIN_PASSWORD)
 }
 
+/// Every service in this process: for tests that read neither its `/metrics` (the test
+/// process's recorder sums every deployment's counters) nor its exit.
+async fn start_in_process(dir: &TempDir) -> anyhow::Result<InProcess> {
+    InProcess::ready(dir, ADMIN_PASSWORD, &[]).await
+}
+
+/// `arca server` as a process: its own `/metrics` (the cache tests count authentications).
 async fn start(dir: &TempDir) -> anyhow::Result<Server> {
     let mut server = Launch::arca(dir)
         .env("ARCA_ADMIN_PASSWORD", ADMIN_PASSWORD)
@@ -330,7 +334,7 @@ async fn app_tokens_are_created_listed_used_and_revoked() -> anyhow::Result<()> 
 #[tokio::test]
 async fn an_expired_app_token_is_refused() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(&dir).await?;
+    let server = start_in_process(&dir).await?;
     let public = server.public.as_str();
     create_user(public, "erin", "erin-pass").await?;
     let created = call(
@@ -381,7 +385,7 @@ fn names(list: &Value) -> Vec<String> {
 #[tokio::test]
 async fn groups_members_and_member_of_through_graph() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(&dir).await?;
+    let server = start_in_process(&dir).await?;
     let public = server.public.as_str();
     let frank_id = create_user(public, "frank", "frank-pass").await?;
     let gina_id = create_user(public, "gina", "gina-pass").await?;
@@ -816,7 +820,7 @@ async fn split_over_unix_sockets_a_changed_password_is_refused_at_once() -> anyh
 #[tokio::test]
 async fn an_app_token_cannot_create_list_or_delete_app_tokens() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(&dir).await?;
+    let server = start_in_process(&dir).await?;
     let public = server.public.as_str();
     create_user(public, "gina", "gina-pass").await?;
     let gina = ("gina", "gina-pass");
