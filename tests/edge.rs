@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, ensure};
-use arca_tests::{HttpResponse, Launch, Server, TempDir, eventually, free_addr, run_arca, send};
+use arca_tests::{
+    HttpResponse, Launch, Server, TempDir, basic, eventually, free_addr, run_arca, send,
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
@@ -1355,13 +1357,6 @@ async fn failed_bearer_logins_are_throttled_per_address_and_per_signed_user() ->
     );
     issuer.stop().await?;
     Ok(())
-}
-
-/// `Basic base64(user:password)`.
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    format!("Basic {encoded}")
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use arca_runtime::events::{
     Event, EventBus, EventError, NatsBus, NatsBusSettings, Received, Subscription,
 };
-use arca_tests::{Launch, Nats, Server, TempDir, eventually, free_addr, free_port, send};
+use arca_tests::{Launch, Nats, Server, TempDir, basic, eventually, free_addr, free_port, send};
 use async_nats::jetstream;
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -310,14 +310,6 @@ async fn a_publish_while_nats_is_away_is_bounded_and_stored_once_when_it_returns
 const SECRET: &str = "events-secret-0123456789abcdef01";
 const PASSWORD: &str = "events-pass";
 const READY: Duration = Duration::from_secs(30);
-
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    )
-}
 
 /// An `arca server` of a grouped NATS deployment: the NATS registry, and events on NATS with
 /// the URL taken from the registry's (events.nats.url unset).
