@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 pub use arca_tests::basic;
-use arca_tests::{HttpResponse, InProcess, Launch, Proc, Server, TempDir, send};
+use arca_tests::{HttpResponse, InProcess, Launch, Proc, Server, TempDir, send, send_as};
 use http_body_util::BodyExt as _;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -92,9 +92,7 @@ impl Env {
             format!("{user}-pw")
         };
         let auth = basic(user, &password);
-        let mut all = vec![("authorization", auth.as_str())];
-        all.extend_from_slice(headers);
-        send(self.addr(), method, path, &all, body.to_owned()).await
+        send_as(self.addr(), &auth, method, path, headers, body.to_owned()).await
     }
 
     /// Creates a user through the Graph API; its id.

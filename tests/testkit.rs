@@ -830,6 +830,20 @@ pub fn basic(user: &str, password: &str) -> String {
     format!("Basic {encoded}")
 }
 
+/// [`send`] with `authorization` (say, a [`basic`] value) before `headers`.
+pub async fn send_as(
+    addr: &str,
+    authorization: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> anyhow::Result<HttpResponse> {
+    let mut all = vec![("authorization", authorization)];
+    all.extend_from_slice(headers);
+    send(addr, method, path, &all, body).await
+}
+
 /// Any request with a whole body over a fresh HTTP/1.1 connection, and the whole answer,
 /// within 60 s (WebDAV methods, uploads).
 pub async fn send(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, InProcess, TempDir, eventually, pattern, send, sha1_hex};
+use arca_tests::{HttpResponse, InProcess, TempDir, eventually, pattern, send, send_as, sha1_hex};
 use base64::Engine as _;
 use bytes::Bytes;
 use sha1::Digest as _;
@@ -37,9 +37,7 @@ async fn dav(
     headers: &[(&str, &str)],
     body: impl Into<Bytes>,
 ) -> anyhow::Result<HttpResponse> {
-    let mut all = vec![("authorization", AUTH)];
-    all.extend_from_slice(headers);
-    send(addr, method, path, &all, body).await
+    send_as(addr, AUTH, method, path, headers, body).await
 }
 
 fn b64(s: &str) -> String {

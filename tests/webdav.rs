@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use arca_tests::{HttpResponse, InProcess, Launch, Server, TempDir, send};
+use arca_tests::{HttpResponse, InProcess, Launch, Server, TempDir, send, send_as};
 use bytes::Bytes;
 use http_body_util::StreamBody;
 use hyper::body::Frame;
@@ -39,9 +39,7 @@ async fn dav(
     headers: &[(&str, &str)],
     body: impl Into<Bytes>,
 ) -> anyhow::Result<HttpResponse> {
-    let mut all = vec![("authorization", AUTH)];
-    all.extend_from_slice(headers);
-    send(addr, method, path, &all, body).await
+    send_as(addr, AUTH, method, path, headers, body).await
 }
 
 const ROOT: &str = "/remote.php/dav/files/admin";
