@@ -750,6 +750,51 @@ fn launch(group: &Group, dir: &TempDir) -> anyhow::Result<Server> {
     launch.spawn()
 }
 
+/// The chart's templates keep their own list of services and of who calls whom (Go templates
+/// cannot read the Rust catalog): it must be the catalog's, in the catalog's order, so a new
+/// service or dependency cannot reach the binary and miss the chart.
+#[test]
+fn the_charts_service_table_is_the_catalog() -> anyhow::Result<()> {
+    let path = chart().join("templates/_helpers.tpl");
+    let helpers =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let quoted = |text: &str| -> Vec<String> {
+        text.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let all = helpers
+        .lines()
+        .find_map(|l| l.split_once("$all := list ").map(|(_, rest)| quoted(rest)))
+        .context("_helpers.tpl has no `$all := list` line")?;
+    let catalog: Vec<&str> = arca_host::CATALOG.iter().map(|e| e.name).collect();
+    assert_eq!(all, catalog, "the chart's $all list");
+
+    // `$deps := dict` then one line per service: `"name" (list "dep" …)`, ending in `-}}`.
+    let start = helpers
+        .find("$deps := dict")
+        .context("_helpers.tpl has no `$deps := dict`")?;
+    let table = &helpers[start..];
+    let table = &table[..table.find("-}}").context("`$deps` does not end")?];
+    let mut chart_deps = BTreeMap::new();
+    for line in table.lines().skip(1) {
+        let names = quoted(line);
+        let (name, deps) = names.split_first().context("an empty `$deps` line")?;
+        chart_deps.insert(name.clone(), deps.to_vec());
+    }
+    let catalog_deps: BTreeMap<String, Vec<String>> = arca_host::CATALOG
+        .iter()
+        .map(|e| {
+            let deps = e.dependencies.iter().map(|d| (*d).to_owned()).collect();
+            (e.name.to_owned(), deps)
+        })
+        .collect();
+    assert_eq!(chart_deps, catalog_deps, "the chart's $deps table");
+    Ok(())
+}
+
 #[test]
 fn lint_passes_for_every_value_set() -> anyhow::Result<()> {
     let helm = Helm::new();

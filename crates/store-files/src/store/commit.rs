@@ -166,7 +166,9 @@ fn stopped() -> StoreError {
 
 impl Committer {
     /// Starts the writer task on the current runtime. The queue needs no bound of its own:
-    /// every job in it is awaited by the request that queued it.
+    /// every job in it is awaited by the request that queued it. The task hangs under no
+    /// cancellation token on purpose: it ends when the last handle of the store drops, after
+    /// answering every queued job, so a shutdown's drain never fails a write it is finishing.
     /// `versions`: which overwritten contents the puts keep as versions (see `versions`).
     pub(crate) fn spawn(db: Arc<Db>, versions: Option<Arc<VersionRules>>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel();
