@@ -56,8 +56,10 @@ fn check_caps_json(r: &HttpResponse, code: u64, status_php: &Value) -> anyhow::R
     // The Nextcloud client chunks only when bigfilechunking is on.
     assert_eq!(caps["files"]["bigfilechunking"], true);
     assert_eq!(caps["files"]["privateLinks"], true);
-    assert_eq!(caps["files"]["versioning"], false);
-    assert_eq!(caps["files"]["undelete"], false);
+    // The trash bin and versions (tests/undo.rs).
+    assert_eq!(caps["files"]["versioning"], true);
+    assert_eq!(caps["files"]["undelete"], true);
+    assert_eq!(caps["dav"]["trashbin"], "1.0");
     assert_eq!(caps["files"]["favorites"], false);
     assert_eq!(caps["files"]["blacklisted_files"], serde_json::json!([]));
     let tus = &caps["files"]["tus_support"];
@@ -91,8 +93,6 @@ fn check_caps_json(r: &HttpResponse, code: u64, status_php: &Value) -> anyhow::R
         "{}",
         caps["notifications"]
     );
-    // Nothing arca does not do.
-    assert!(caps["dav"].get("trashbin").is_none(), "no trash bin");
     Ok(())
 }
 
@@ -124,7 +124,8 @@ fn check_caps_xml(r: &HttpResponse, code: &str, status_php: &Value) -> anyhow::R
     assert_eq!(caps.text_at("dav/chunkingParallelUploadDisabled")?, "0");
     assert_eq!(caps.text_at("files/bigfilechunking")?, "1");
     assert_eq!(caps.text_at("files/privateLinks")?, "1");
-    assert_eq!(caps.text_at("files/versioning")?, "0");
+    assert_eq!(caps.text_at("files/versioning")?, "1");
+    assert_eq!(caps.text_at("dav/trashbin")?, "1.0");
     assert!(caps.at("files/blacklisted_files")?.children.is_empty());
     assert_eq!(caps.text_at("files/tus_support/version")?, "1.0.0");
     assert_eq!(caps.text_at("files/tus_support/resumable")?, "1.0.0");

@@ -6,6 +6,7 @@
 //! configuration or usage, 130 forced by a second signal.
 
 mod health;
+mod trash_cli;
 mod users_cli;
 
 use std::path::PathBuf;
@@ -47,6 +48,8 @@ enum Command {
     },
     /// Manage the built-in users in storage-system's database directly (no server needed).
     Users(users_cli::UsersArgs),
+    /// Undo a mass delete: restore a user's removed items, asking the running server.
+    Trash(trash_cli::TrashArgs),
     /// Write a commented config file with freshly generated secrets.
     Init {
         /// Overwrite the file if it exists.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Health { debug_addr } => health::run(cli.config, debug_addr),
         Command::Init { force } => init(cli.config, force),
         Command::Users(args) => users_cli::run(cli.config, args),
+        Command::Trash(args) => trash_cli::run(cli.config, args),
     }
 }
 

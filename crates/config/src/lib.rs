@@ -29,15 +29,33 @@ pub use error::{ConfigError, Origin, Problem};
 pub use load::{Overrides, load, load_from_process};
 pub use template::{generate_secret, init_template};
 
-/// Every service arca knows, in start order for an all-in-one process.
-pub const SERVICE_NAMES: [&str; 6] = [
-    "proxy",
-    "frontend",
-    "gateway",
-    "storage-users",
-    "storage-system",
-    "sharing",
+/// Every service that has a section in this config, in start order for an all-in-one process,
+/// with where its endpoint is configured: the one list in this crate. The catalog in arca-host
+/// (which builds the services and names their dependencies) lists the same names in the same
+/// order; its test `the_catalog_lists_every_configurable_service` holds the two together, since
+/// this crate cannot depend on the services it configures.
+const SERVICES: [(&str, EndpointOf); 6] = [
+    ("proxy", |c| &c.proxy.endpoint),
+    ("frontend", |c| &c.frontend.endpoint),
+    ("gateway", |c| &c.gateway.endpoint),
+    ("storage-users", |c| &c.storage_users.endpoint),
+    ("storage-system", |c| &c.storage_system.endpoint),
+    ("sharing", |c| &c.sharing.endpoint),
 ];
+
+/// Where in the config a service's endpoint is.
+type EndpointOf = fn(&Config) -> &Endpoint;
+
+/// The names of [`SERVICES`], in their order.
+pub const SERVICE_NAMES: [&str; SERVICES.len()] = {
+    let mut names = [""; SERVICES.len()];
+    let mut i = 0;
+    while i < SERVICES.len() {
+        names[i] = SERVICES[i].0;
+        i += 1;
+    }
+    names
+};
 
 section! {
     /// The whole configuration of one `arca` process.
@@ -70,15 +88,10 @@ section! {
 impl Config {
     /// The configured endpoint of a service, by its name in [`SERVICE_NAMES`].
     pub fn endpoint(&self, service: &str) -> Option<&Endpoint> {
-        match service {
-            "proxy" => Some(&self.proxy.endpoint),
-            "frontend" => Some(&self.frontend.endpoint),
-            "gateway" => Some(&self.gateway.endpoint),
-            "storage-users" => Some(&self.storage_users.endpoint),
-            "storage-system" => Some(&self.storage_system.endpoint),
-            "sharing" => Some(&self.sharing.endpoint),
-            _ => None,
-        }
+        SERVICES
+            .iter()
+            .find(|(name, _)| *name == service)
+            .map(|(_, endpoint)| endpoint(self))
     }
 
     /// Whether this process hosts `service`.
@@ -440,6 +453,43 @@ pub struct StorageSection {
     /// Bounds on creating personal spaces at first login (`storage-users.provisioning`);
     /// always `None` for storage-system, which has no personal spaces.
     pub provisioning: Option<WorkLimits>,
+    /// The trash bin (`storage-users.trash`); `None` for storage-system, which holds no files.
+    pub trash: Option<TrashConfig>,
+    /// File versions (`storage-users.versions`); `None` for storage-system.
+    pub versions: Option<VersionsConfig>,
+}
+
+section! {
+    /// The trash bin of storage-users' spaces: removals are kept until restored, purged or
+    /// expired here.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct TrashConfig {
+        /// How long a removed item stays in the trash before it is purged for good.
+        retention: Duration = key("30days", Field::positive_duration, env "ARCA_TRASH_RETENTION"),
+        /// The share of a space's quota its trash may fill, in percent (0: no bound): past
+        /// it, the oldest removals are purged first. Spaces without a quota have no bound.
+        max_share_of_quota: u8 = key("50", Field::percent),
+    }
+}
+
+section! {
+    /// Versions of storage-users' files: the contents an overwrite replaced.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct VersionsConfig {
+        /// Keep the previous content of a file when it is overwritten.
+        enabled: bool = key("true", Field::boolean, env "ARCA_VERSIONS_ENABLED"),
+        /// Contents smaller than this are not kept (0: every size): 1MiB, 500KB or bytes.
+        min_size: u64 = key("0", Field::size_or_zero),
+        /// File names whose contents are never kept (`*` any run, `?` one character).
+        exclude: Vec<String> = key(["*.part", "~$*", ".~lock.*#", "*.tmp"], load::globs),
+        /// At most this many versions of one file (0: no bound); the oldest go first. Thinning
+        /// by age comes first: all from the last minute, then one per minute for an hour, per
+        /// hour for a day, per day for 30 days, per week after that.
+        max_per_file: u32 = key("0", Field::count_or_zero),
+        /// The share of a space's quota its versions may fill, in percent (0: no bound); the
+        /// oldest go first. Labelled versions count but are never thinned.
+        max_share_of_quota: u8 = key("25", Field::percent),
+    }
 }
 
 section! {

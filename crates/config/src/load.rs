@@ -19,8 +19,8 @@ use crate::keys::DefaultValue::{Text, Unset};
 use crate::keys::{Key, Part, default_of, join, key_of_env, keys};
 use crate::{
     BlobsConfig, Config, ConfigError, EventsKind, Origin, Problem, ProxyOidc, ProxyTls,
-    RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, UploadsConfig,
-    WorkLimits,
+    RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, TrashConfig,
+    UploadsConfig, VersionsConfig, WorkLimits,
 };
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
@@ -396,6 +396,8 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
         (SPACE_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
         (BLOBS.keys)(&join(prefix, "blobs"), out);
         (UploadsConfig::PART.keys)(&join(prefix, "uploads"), out);
+        (TrashConfig::PART.keys)(&join(prefix, "trash"), out);
+        (VersionsConfig::PART.keys)(&join(prefix, "versions"), out);
     },
     read: |t| {
         Ok(StorageSection {
@@ -406,6 +408,8 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             provisioning: Some(t.section("provisioning", SPACE_PROVISIONING.read)?),
             uploads: Some(t.section("uploads", UploadsConfig::PART.read)?),
             blobs: Some(t.section("blobs", BLOBS.read)?),
+            trash: Some(t.section("trash", TrashConfig::PART.read)?),
+            versions: Some(t.section("versions", VersionsConfig::PART.read)?),
         })
     },
 };
@@ -433,6 +437,8 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             provisioning: None,
             uploads: None,
             blobs: None,
+            trash: None,
+            versions: None,
         })
     },
 };
@@ -570,6 +576,23 @@ pub(crate) fn services(field: &Field) -> Result<Vec<String>, ConfigError> {
         return Err(field.error(Problem::Empty));
     }
     Ok(services)
+}
+
+/// A list of file name patterns (`*` any run, `?` one character); none may be empty or hold
+/// a `/` (they match names, not paths).
+pub(crate) fn globs(field: &Field) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for (raw, shown) in field.list()? {
+        let glob = raw.trim();
+        if glob.is_empty() || glob.contains('/') {
+            return Err(field.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "a file name pattern without '/'",
+            }));
+        }
+        out.push(glob.to_owned());
+    }
+    Ok(out)
 }
 
 /// A comma-separated list of `nats://` or `tls://` server URLs, trimmed.
@@ -955,6 +978,29 @@ impl<'a> Field<'a> {
                 allowed: "true or false",
             })),
         }
+    }
+
+    /// A share in percent, 0 to 100: `50` or `50%`.
+    pub(crate) fn percent(&self) -> Result<u8, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        match raw.trim().trim_end_matches('%').trim().parse::<u8>() {
+            Ok(n) if n <= 100 => Ok(n),
+            _ => Err(self.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "a percentage from 0 to 100",
+            })),
+        }
+    }
+
+    /// A count where 0 means "no bound": a YAML integer or a string of digits.
+    pub(crate) fn count_or_zero(&self) -> Result<u32, ConfigError> {
+        let (raw, shown) = self.scalar()?;
+        raw.trim().parse::<u32>().map_err(|_| {
+            self.error(Problem::NotOneOf {
+                value: shown,
+                allowed: "a whole number, 0 or more",
+            })
+        })
     }
 
     /// A count: a YAML integer or a string of digits (env and flags give strings), above 0.

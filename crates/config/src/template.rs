@@ -73,7 +73,11 @@ fn yaml(default: &DefaultValue) -> String {
     match default {
         DefaultValue::Unset => "\"\"".to_owned(),
         DefaultValue::Text(text) => quote(text),
-        DefaultValue::List(items) => format!("[{}]", items.join(", ")),
+        // Quoted: a pattern such as `*.tmp` would be a YAML alias bare.
+        DefaultValue::List(items) => {
+            let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
+            format!("[{}]", items.join(", "))
+        }
         DefaultValue::EmptyMap => "{}".to_owned(),
     }
 }

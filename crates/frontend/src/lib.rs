@@ -2,10 +2,12 @@
 //! storage providers' data path. One module per API, each rendering failures in its own format:
 //!
 //! - `webdav`: `/remote.php/webdav/`, `/remote.php/dav/files/{user}/`, `/dav/spaces/{id}/`
-//!   (handlers by method group, the share jail; the protocol pieces, pure, in [`dav`]).
+//!   (handlers by method group, the share jail; the protocol pieces, pure, in [`dav`]); the
+//!   trash bin and versions in oCIS's and Nextcloud's shapes (`webdav::undo`).
 //! - `ocs`: the OCS envelope, capabilities, the user, the share API (`ocs::shares`).
 //! - `graph`: libregraph users, groups and drives (spaces); `apptokens`: `/auth-app/tokens`.
 //! - `tus`: resumable uploads; `chunking`: Nextcloud's chunked uploads; `public`: public links.
+//! - `trash_api`: bulk restore of a trash (`/api/v1/trash/restore`, what `arca trash` calls).
 //!
 //! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
 //! every upload path reads), `dates`. Which paths need no login is `arca_proto::routes`, which
@@ -24,6 +26,7 @@ mod graph;
 mod headers;
 mod ocs;
 mod public;
+mod trash_api;
 mod tus;
 mod webdav;
 
@@ -46,6 +49,7 @@ impl Service for Frontend {
                 .merge(tus::routes(ctx.channel(arca_proto::ids::HOME_PROVIDER)))
                 .merge(graph::routes(ctx.channel("gateway")))
                 .merge(apptokens::routes(ctx.channel("gateway")))
+                .merge(trash_api::routes(ctx.channel("gateway")))
                 .merge(ocs::routes(ctx.channel("gateway")));
             ctx.set_ready();
             ctx.serve(router).await

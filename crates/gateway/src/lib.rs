@@ -84,6 +84,21 @@ impl GatewayApi {
         Ok(HOME_PROVIDER)
     }
 
+    /// The provider of a trash: space `id`'s, or the caller's home's when `id` is empty.
+    fn trash_provider(id: &str) -> Result<&'static str, Status> {
+        if id.is_empty() {
+            return Ok(HOME_PROVIDER);
+        }
+        Self::space_provider(id)
+    }
+
+    /// The provider holding space `id`.
+    fn space_provider(id: &str) -> Result<&'static str, Status> {
+        parse_space_id(id)
+            .map(|(p, _)| p)
+            .ok_or_else(|| ErrorKind::NotFound.status(format!("no such space {id:?}")))
+    }
+
     fn same_provider(a: Option<&Ref>, b: Option<&Ref>) -> Result<&'static str, Status> {
         let (pa, pb) = (Self::provider_of(a)?, Self::provider_of(b)?);
         if pa != pb {
@@ -117,9 +132,7 @@ impl Storage for GatewayApi {
     }
 
     async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
-        let provider = parse_space_id(&req.get_ref().space_id)
-            .map(|(p, _)| p)
-            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
         forward!(self, req, get_space, provider)
     }
 
@@ -141,9 +154,7 @@ impl Storage for GatewayApi {
         &self,
         req: Request<UpdateSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
-        let provider = parse_space_id(&req.get_ref().space_id)
-            .map(|(p, _)| p)
-            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
         forward!(self, req, update_space, provider)
     }
 
@@ -151,9 +162,7 @@ impl Storage for GatewayApi {
         &self,
         req: Request<DeleteSpaceRequest>,
     ) -> Result<Response<DeleteSpaceResponse>, Status> {
-        let provider = parse_space_id(&req.get_ref().space_id)
-            .map(|(p, _)| p)
-            .ok_or_else(|| ErrorKind::NotFound.status("no such space"))?;
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
         forward!(self, req, delete_space, provider)
     }
 
@@ -264,6 +273,78 @@ impl Storage for GatewayApi {
     ) -> Result<Response<Transfer>, Status> {
         let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
         forward!(self, req, initiate_download, p)
+    }
+
+    async fn list_trash(
+        &self,
+        req: Request<ListTrashRequest>,
+    ) -> Result<Response<ListTrashResponse>, Status> {
+        let p = Self::trash_provider(&req.get_ref().space_id)?;
+        forward!(self, req, list_trash, p)
+    }
+
+    async fn restore_trash(
+        &self,
+        req: Request<RestoreTrashRequest>,
+    ) -> Result<Response<RestoreTrashResponse>, Status> {
+        let r = req.get_ref();
+        let p = Self::trash_provider(&r.space_id)?;
+        if let Some(dest) = r.destination.as_ref()
+            && Self::provider_of(Some(dest))? != p
+        {
+            return Err(
+                ErrorKind::Conflict.status("a restore stays in the space it was removed from")
+            );
+        }
+        forward!(self, req, restore_trash, p)
+    }
+
+    async fn purge_trash(
+        &self,
+        req: Request<PurgeTrashRequest>,
+    ) -> Result<Response<PurgeTrashResponse>, Status> {
+        let p = Self::trash_provider(&req.get_ref().space_id)?;
+        forward!(self, req, purge_trash, p)
+    }
+
+    async fn restore_all(
+        &self,
+        req: Request<RestoreAllRequest>,
+    ) -> Result<Response<RestoreAllResponse>, Status> {
+        let p = Self::trash_provider(&req.get_ref().space_id)?;
+        forward!(self, req, restore_all, p)
+    }
+
+    async fn list_versions(
+        &self,
+        req: Request<ListVersionsRequest>,
+    ) -> Result<Response<ListVersionsResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, list_versions, p)
+    }
+
+    async fn restore_version(
+        &self,
+        req: Request<RestoreVersionRequest>,
+    ) -> Result<Response<Node>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, restore_version, p)
+    }
+
+    async fn delete_version(
+        &self,
+        req: Request<DeleteVersionRequest>,
+    ) -> Result<Response<DeleteVersionResponse>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, delete_version, p)
+    }
+
+    async fn set_version_label(
+        &self,
+        req: Request<SetVersionLabelRequest>,
+    ) -> Result<Response<Version>, Status> {
+        let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
+        forward!(self, req, set_version_label, p)
     }
 }
 

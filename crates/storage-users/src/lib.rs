@@ -6,6 +6,8 @@
 //! gRPC carries metadata operations and the HTTP data path (`/data/{token}`) carries the bytes.
 //! Every call is checked against the caller's identity here, whatever the gateway already did:
 //! a space's owner may do everything, anyone else what its shares grant (`grants`).
+//! Removals go to the space's trash and overwritten contents become versions (`undo`), kept
+//! by `storage-users.trash` and `storage-users.versions` (retention runs under a leader lease).
 
 mod convert;
 mod data;
@@ -13,6 +15,7 @@ mod folders;
 mod grants;
 mod homes;
 mod provider;
+mod undo;
 mod uploads;
 
 use std::time::Duration;
@@ -33,6 +36,57 @@ const GC_MIN_AGE: Duration = Duration::from_secs(3600);
 const GC_LEASE: &str = "storage-users/orphan-gc";
 /// The leader lease of the expiry of abandoned resumable uploads (one sweeper at a time).
 const UPLOAD_EXPIRY_LEASE: &str = "storage-users/upload-expiry";
+/// Events waiting for the bus; past this many (a bus outage) new ones are dropped, counted.
+const OUTBOX_CAPACITY: usize = 10_000;
+/// The leader lease of trash and version retention.
+const UNDO_EXPIRY_LEASE: &str = "storage-users/undo-expiry";
+/// The longest wait between two retention runs; a short retention runs more often (a tenth of
+/// it, at least a second), so nothing outstays it by much.
+const UNDO_EXPIRY_MAX_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Purges trash items past `storage-users.trash.retention` or over their share of a quota,
+/// and thins versions by `storage-users.versions`, while this instance holds
+/// [`UNDO_EXPIRY_LEASE`]. What expires frees its blob bytes at once.
+struct UndoExpiry {
+    store: Store,
+    trash: arca_config::TrashConfig,
+    versions: arca_store_files::VersionRetention,
+}
+
+impl UndoExpiry {
+    fn interval(&self) -> Duration {
+        (self.trash.retention / 10).clamp(Duration::from_secs(1), UNDO_EXPIRY_MAX_INTERVAL)
+    }
+}
+
+impl Worker for UndoExpiry {
+    fn name(&self) -> &'static str {
+        UNDO_EXPIRY_LEASE
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule::every(self.interval()).leased()
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<WorkerState, ServiceError>> {
+        Box::pin(async move {
+            let now = std::time::SystemTime::now();
+            let trash = self
+                .store
+                .expire_trash(now, self.trash.retention, self.trash.max_share_of_quota)
+                .await;
+            if let Err(e) = trash {
+                tracing::warn!(error = %e, "trash retention failed");
+                return Err(e.into());
+            }
+            if let Err(e) = self.store.expire_versions(now, &self.versions).await {
+                tracing::warn!(error = %e, "version retention failed");
+                return Err(e.into());
+            }
+            Ok(WorkerState::Idle)
+        })
+    }
+}
 
 /// Removes blobs no node refers to any more, every [`GC_INTERVAL`], while this instance holds
 /// [`GC_LEASE`].
@@ -76,18 +130,36 @@ impl Service for StorageUsers {
             let section = &ctx.config().storage_users;
             let mut cfg = StoreConfig::from_section(section, &dir);
             cfg.default_personal_quota = section.personal_quota;
+            // arca-config always sets these for storage-users (their defaults live there).
+            let (Some(upload), Some(provisioning), Some(trash), Some(versions)) = (
+                &section.uploads,
+                &section.provisioning,
+                &section.trash,
+                &section.versions,
+            ) else {
+                return Err(
+                    "config: storage-users lacks its uploads, provisioning, trash or \
+                            versions section"
+                        .into(),
+                );
+            };
+            // Removals and replaced folders go to the trash; replaced contents become
+            // versions (see arca_store_files' trash and versions).
+            cfg.trash = true;
+            cfg.versions = versions.enabled.then(|| arca_store_files::VersionRules {
+                min_size: versions.min_size,
+                exclude: versions.exclude.clone(),
+            });
             // Users' spaces are written by this service alone: with SQLite, path lookups are
             // then served from memory between commits (instances sharing PostgreSQL do not).
             cfg.sole_writer = true;
             let store = Store::open(cfg).await?;
             // Resumable uploads live in the store (records in the database, bytes in the blob
             // store), so every instance sharing it serves every upload.
-            // arca-config always sets both for storage-users (their defaults live there).
-            let (Some(upload), Some(provisioning)) = (&section.uploads, &section.provisioning)
-            else {
-                return Err("config: storage-users has no uploads or provisioning section".into());
-            };
             let resumable = uploads::Uploads::new(store.clone(), upload.expiration);
+            let (events, publisher) =
+                arca_runtime::events::Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY);
+            ctx.spawn_worker(publisher);
             let provider = provider::Provider {
                 name: "storage-users",
                 store: store.clone(),
@@ -97,6 +169,7 @@ impl Service for StorageUsers {
                     sharing: ctx.channel("sharing"),
                 },
                 homes: homes::Homes::new(store.clone(), provisioning.into()),
+                events,
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();
@@ -116,6 +189,16 @@ impl Service for StorageUsers {
             ctx.spawn_worker(uploads::Sweeper::new(resumable, UPLOAD_EXPIRY_LEASE));
             ctx.spawn_worker(OrphanGc {
                 store: store.clone(),
+            });
+            ctx.spawn_worker(UndoExpiry {
+                store: store.clone(),
+                trash: trash.clone(),
+                // Versions already kept are thinned even when new ones are no longer made.
+                versions: arca_store_files::VersionRetention {
+                    thinning: true,
+                    max_per_file: versions.max_per_file,
+                    max_share_of_quota: versions.max_share_of_quota,
+                },
             });
 
             ctx.set_ready();

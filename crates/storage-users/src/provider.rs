@@ -18,7 +18,7 @@ use crate::grants::{self, Access, Perm};
 
 /// Transfer grants are checked when the transfer starts; an upload may then run for as long
 /// as it needs.
-const TRANSFER_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const TRANSFER_TTL: Duration = Duration::from_secs(3600);
 pub(crate) const UPLOAD_PURPOSE: &str = "upload";
 pub(crate) const DOWNLOAD_PURPOSE: &str = "download";
 
@@ -78,6 +78,8 @@ pub(crate) struct Provider {
     pub(crate) grants: grants::Grants,
     /// Personal spaces, created at first use within `storage-users.provisioning`.
     pub(crate) homes: crate::homes::Homes,
+    /// Where `file.trashed`, `file.restored`, `file.purged` and `version.restored` go.
+    pub(crate) events: arca_runtime::events::Outbox,
 }
 
 /// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
@@ -106,7 +108,7 @@ fn child_path(parent: &str, name: &str) -> String {
 
 /// Which locks an operation must satisfy, relative to its target path.
 #[derive(Clone, Copy)]
-enum Touch {
+pub(crate) enum Touch {
     /// The resource's content or properties: locks covering it.
     Resource,
     /// A member is created or removed: also the parent's locks (membership is the parent's
@@ -159,7 +161,7 @@ pub(crate) fn active_lock(l: &arca_store_files::Lock) -> ActiveLock {
 
 impl Provider {
     /// Refuses the operation (423) unless every lock it touches was submitted by its holder.
-    async fn check_locks(
+    pub(crate) async fn check_locks(
         &self,
         who: &Identity,
         space_id: &str,
@@ -208,7 +210,7 @@ impl Provider {
     }
 
     /// [`space`](Self::space) and what the caller may do in it.
-    async fn space_access(
+    pub(crate) async fn space_access(
         &self,
         who: &Identity,
         space_id: &str,
@@ -260,7 +262,7 @@ impl Provider {
     }
 
     /// [`resolve`](Self::resolve) without the read check, with the caller's permissions there.
-    async fn resolve_perm(
+    pub(crate) async fn resolve_perm(
         &self,
         who: &Identity,
         r: Option<&Ref>,
@@ -702,7 +704,13 @@ impl Storage for Provider {
         }
         self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
-        self.store.delete(&node.id).await.map_err(|e| e.status())?;
+        // Into the space's trash, whoever removes it: a client's mass delete can be undone.
+        let item = self
+            .store
+            .trash(&node.id, &who.id)
+            .await
+            .map_err(|e| e.status())?;
+        self.trashed(who, &space, &item, &path);
         self.store
             .remove_locks_within(&space.id, &path)
             .await
@@ -1138,7 +1146,14 @@ impl Storage for Provider {
         req: Request<InitiateDownloadRequest>,
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
-        let (space, node, path) = self.resolve(who, req.get_ref().r#ref.as_ref()).await?;
+        let r = req.get_ref();
+        if !r.version_key.is_empty() {
+            let transfer = self
+                .version_download(who, r.r#ref.as_ref(), &r.version_key)
+                .await?;
+            return Ok(Response::new(transfer));
+        }
+        let (space, node, path) = self.resolve(who, r.r#ref.as_ref()).await?;
         if node.is_dir() {
             return Err(ErrorKind::Conflict.status("a collection has no content to download"));
         }
@@ -1155,6 +1170,83 @@ impl Storage for Provider {
             node: Some(self.node_message(&node, path, &space.owner)),
             expires: 0,
         }))
+    }
+
+    async fn list_trash(
+        &self,
+        req: Request<ListTrashRequest>,
+    ) -> Result<Response<ListTrashResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(self.list_trash_of(who, req.get_ref()).await?))
+    }
+
+    async fn restore_trash(
+        &self,
+        req: Request<RestoreTrashRequest>,
+    ) -> Result<Response<RestoreTrashResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.restore_trash_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn purge_trash(
+        &self,
+        req: Request<PurgeTrashRequest>,
+    ) -> Result<Response<PurgeTrashResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.purge_trash_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn restore_all(
+        &self,
+        req: Request<RestoreAllRequest>,
+    ) -> Result<Response<RestoreAllResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.restore_all_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn list_versions(
+        &self,
+        req: Request<ListVersionsRequest>,
+    ) -> Result<Response<ListVersionsResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.list_versions_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn restore_version(
+        &self,
+        req: Request<RestoreVersionRequest>,
+    ) -> Result<Response<Node>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.restore_version_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn delete_version(
+        &self,
+        req: Request<DeleteVersionRequest>,
+    ) -> Result<Response<DeleteVersionResponse>, Status> {
+        let who = caller(&req)?;
+        self.delete_version_of(who, req.get_ref()).await?;
+        Ok(Response::new(DeleteVersionResponse {}))
+    }
+
+    async fn set_version_label(
+        &self,
+        req: Request<SetVersionLabelRequest>,
+    ) -> Result<Response<Version>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.set_version_label_of(who, req.get_ref()).await?,
+        ))
     }
 }
 

@@ -484,6 +484,7 @@ pub async fn bulk_restore_order_filters_and_conflicts(ctx: &Ctx) {
     let filter = RestoreFilter {
         since: Some(since),
         prefix: Some("/Documents".into()),
+        ..RestoreFilter::default()
     };
     let mut run = s
         .restore_run(&space.id, &filter, Conflict::KeepBoth, "erin")
@@ -513,7 +514,7 @@ pub async fn bulk_restore_order_filters_and_conflicts(ctx: &Ctx) {
     // is skipped (replace never replaces what the run itself restored).
     let filter = RestoreFilter {
         since: Some(since),
-        prefix: None,
+        ..RestoreFilter::default()
     };
     let t = restore_all(ctx, &space.id, &filter, Conflict::Replace).await;
     assert_eq!((t.total, t.restored, t.skipped, t.replaced), (2, 1, 1, 0));

@@ -299,8 +299,9 @@ fn capability_tree() -> Value {
         "files": {
             "privateLinks": true,
             "bigfilechunking": true,
-            "undelete": false,
-            "versioning": false,
+            // The trash bin and versions (webdav::undo).
+            "undelete": true,
+            "versioning": true,
             "favorites": false,
             "full_text_search": false,
             "tags": false,
@@ -315,6 +316,7 @@ fn capability_tree() -> Value {
         },
         "dav": {
             "chunking": "1.0",
+            "trashbin": "1.0",
             "chunkingParallelUploadDisabled": false,
             // No REPORT methods are served.
             "reports": [],

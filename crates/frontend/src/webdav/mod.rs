@@ -32,6 +32,7 @@ mod locks;
 mod propfind;
 mod transfer;
 mod tree;
+mod undo;
 
 use self::dav::{
     Depth, DestinationError, LiveProp, Multistatus, Precondition, PropName, PropPatchOp, Propfind,
@@ -102,7 +103,9 @@ pub(crate) fn routes(dav: Dav) -> axum::Router {
         .route("/dav/spaces/{space}", any(handle))
         .route("/dav/spaces/{space}/", any(handle))
         .route("/dav/spaces/{space}/{*rest}", any(handle))
-        .with_state(state)
+        .with_state(state.clone())
+        // The trash bin and versions (`/remote.php/dav/trash-bin/…`, `…/meta/…`).
+        .merge(undo::routes(state))
 }
 
 /// Where a request points: the href prefix it used, the space, and the path inside.

@@ -64,11 +64,23 @@ pub(super) async fn get(
     req: Request,
     with_body: bool,
 ) -> Result<Response, Response> {
+    let what = InitiateDownloadRequest {
+        r#ref: Some(loc.reference()),
+        version_key: String::new(),
+    };
+    download(dav, what, req, with_body).await
+}
+
+/// GET or HEAD of what `what` names: a file, or an earlier version of one (`undo`).
+pub(super) async fn download(
+    dav: &Dav,
+    what: InitiateDownloadRequest,
+    req: Request,
+    with_body: bool,
+) -> Result<Response, Response> {
     let transfer = dav
         .storage()
-        .initiate_download(InitiateDownloadRequest {
-            r#ref: Some(loc.reference()),
-        })
+        .initiate_download(what)
         .await
         .map_err(|s| match ErrorKind::of(&s) {
             // A collection has no body to GET.

@@ -82,6 +82,8 @@ pub struct RestoreFilter {
     pub since: Option<SystemTime>,
     /// Whose original path is this path or below it (`/Documents`).
     pub prefix: Option<String>,
+    /// Removed by this actor (a user id, as [`TrashItem::deleted_by`]).
+    pub deleted_by: Option<String>,
 }
 
 /// What a restore came to.
@@ -482,10 +484,11 @@ impl Store {
         let since = filter.since.map_or(i64::MIN, to_ns);
         let rows = sqlx::query(
             "SELECT node_id, location, name, deleted FROM trash \
-             WHERE space_id = $1 AND deleted >= $2",
+             WHERE space_id = $1 AND deleted >= $2 AND ($3 = '' OR deleted_by = $3)",
         )
         .bind(space_id)
         .bind(since)
+        .bind(filter.deleted_by.as_deref().unwrap_or(""))
         .fetch_all(&mut *c)
         .await?;
         drop(c);

@@ -76,6 +76,13 @@ pub struct Version {
     pub(crate) blob_id: String,
 }
 
+impl Version {
+    /// The blob holding this content, which a download grant names.
+    pub fn blob_id(&self) -> &str {
+        &self.blob_id
+    }
+}
+
 /// What a retention run removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Expired {

@@ -29,7 +29,7 @@ pub use multistatus::{
     ActiveLock, Multistatus, Precondition, PropResponse, error_body, lock_response_body,
 };
 pub use paths::{DavPath, PathError, decode_path, encode_path, encode_segment, encoded_path};
-pub use props::{DAV_NS, LiveProp, OC_NS, PropName, SABRE_NS};
+pub use props::{DAV_NS, LiveProp, NC_NS, OC_NS, PropName, SABRE_NS};
 pub use xml::{
     DavXmlError, LockInfo, LockScope, PropPatchOp, Propfind, parse_lockinfo, parse_propfind,
     parse_proppatch, text_content,

@@ -70,6 +70,14 @@ impl PropName {
         }
     }
 
+    /// A name in the Nextcloud namespace.
+    pub const fn nc(local: &'static str) -> PropName {
+        PropName {
+            ns: Cow::Borrowed(NC_NS),
+            local: Cow::Borrowed(local),
+        }
+    }
+
     pub fn new(ns: impl Into<Cow<'static, str>>, local: impl Into<Cow<'static, str>>) -> PropName {
         PropName {
             ns: ns.into(),
