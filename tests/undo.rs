@@ -859,3 +859,109 @@ async fn one_command_undoes_a_mass_delete_into_renamed_and_removed_folders() -> 
     assert!(out.starts_with("restored 0 of 0 items"), "{out}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_clients_mass_delete_is_flagged_listed_and_restored_exactly() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[("storage-users.trash.burst.items", "50")]).await?;
+    env.user("alice").await?;
+    env.user("bob").await?;
+    const SYNC: &str = "Mozilla/5.0 (Linux) mirall/5.3.2 (owncloudcmd)";
+    const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0";
+    assert_eq!(
+        env.req("alice", "MKCOL", &files("alice", "/sync"), &[], "")
+            .await?
+            .status,
+        201
+    );
+    let mut tree = Vec::new();
+    for i in 0..80usize {
+        let path = format!("/sync/f{i}.bin");
+        let content = body(i as u8, 100 + i * 37);
+        put(&env, "alice", &path, &content).await?;
+        tree.push((path, content));
+    }
+    for name in ["/by-hand-1.txt", "/by-hand-2.txt"] {
+        put(&env, "alice", name, "kept in the trash").await?;
+    }
+    // A person removes two files in the browser; the sync client removes eighty.
+    for name in ["/by-hand-1.txt", "/by-hand-2.txt"] {
+        let r = env
+            .req(
+                "alice",
+                "DELETE",
+                &files("alice", name),
+                &[("user-agent", BROWSER)],
+                "",
+            )
+            .await?;
+        assert_eq!(r.status, 204);
+    }
+    for (path, _) in &tree {
+        let r = env
+            .req(
+                "alice",
+                "DELETE",
+                &files("alice", path),
+                &[("user-agent", SYNC)],
+                "",
+            )
+            .await?;
+        assert_eq!(r.status, 204, "DELETE {path}");
+    }
+    let r = env
+        .req("alice", "GET", "/api/v1/trash/bursts", &[], "")
+        .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let listed = r.json()?;
+    let bursts = listed["value"].as_array().cloned().unwrap_or_default();
+    assert_eq!(bursts.len(), 1, "one burst, the client's: {listed}");
+    let b = &bursts[0];
+    assert_eq!(b["user"], "alice");
+    assert_eq!(b["client"], SYNC);
+    assert_eq!(
+        (b["items"].as_u64(), b["files"].as_u64()),
+        (Some(80), Some(80))
+    );
+    assert!(b["first"].as_i64() <= b["last"].as_i64());
+    // Not bob's to see or restore.
+    let theirs = env
+        .req("bob", "GET", "/api/v1/trash/bursts", &[], "")
+        .await?;
+    assert_eq!(theirs.json()?["value"], serde_json::json!([]));
+    let id = b["id"].as_str().unwrap_or_default();
+    let url = format!("/api/v1/trash/bursts/{id}/restore");
+    assert_eq!(env.req("bob", "POST", &url, &[], "").await?.status, 404);
+
+    // One call brings back exactly the burst: every file byte-exact, the hand-removed two
+    // stay in the trash.
+    let r = env.req("alice", "POST", &url, &[], "").await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let t = r.json()?;
+    assert_eq!(
+        (t["restored"].as_u64(), t["files"].as_u64()),
+        (Some(80), Some(80)),
+        "{t}"
+    );
+    for (path, content) in &tree {
+        expect_content(&env, "alice", path, content).await?;
+    }
+    let left: Vec<String> = trash_items(&env, "alice")
+        .await?
+        .iter()
+        .map(|e| e.props["oc:trashbin-original-filename"].clone())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.iter().all(|n| n.starts_with("by-hand")), "{left:?}");
+    let r = env
+        .req(
+            "alice",
+            "POST",
+            "/api/v1/trash/bursts/nope/restore",
+            &[],
+            "",
+        )
+        .await?;
+    assert_eq!(r.status, 404, "{}", r.text());
+    Ok(())
+}

@@ -469,6 +469,20 @@ section! {
         /// The share of a space's quota its trash may fill, in percent (0: no bound): past
         /// it, the oldest removals are purged first. Spaces without a quota have no bound.
         max_share_of_quota: u8 = key("50", Field::percent),
+        burst: BurstConfig = part(BurstConfig::PART),
+    }
+}
+
+section! {
+    /// Mass deletes: one user removing through one client program, each removal within
+    /// `window` of the one before, is a burst; past `items` files it is flagged, published
+    /// (`trash.burst`) and listed for the space's owner, who can restore exactly it.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct BurstConfig {
+        /// Files removed (inside removed folders included) past which a burst is flagged.
+        items: u32 = key("500", Field::positive_integer),
+        /// Removals further apart than this start a new burst.
+        window: Duration = key("10min", Field::positive_duration),
     }
 }
 

@@ -16,6 +16,14 @@
 //! to the trash). Items come back where they were, folders on the way recreated. The answer
 //! counts what happened: `{"total", "restored", "renamed", "replaced", "skipped",
 //! "over_quota", "files", "bytes"}`. Errors are Graph-shaped JSON.
+//!
+//! Mass deletes (`storage-users.trash.burst`): `GET /api/v1/trash/bursts[?space=ID]` lists the
+//! flagged bursts of the caller's personal space (or of a space they own or manage), newest
+//! first: `{"value": [{"id", "space", "user", "client", "first", "last", "items", "files"}]}`
+//! (`user` a login name, `client` the program's User-Agent, `first`/`last` unix seconds,
+//! `files` counting those inside removed folders). `POST /api/v1/trash/bursts/{id}/restore
+//! [?space=ID]` restores exactly that burst's items (body optional: `{"conflict": …}`) and
+//! answers the same counts as above.
 
 // As in the WebDAV handlers: the `Err` side is the finished HTTP answer.
 #![allow(clippy::result_large_err)]
@@ -26,9 +34,10 @@ use arca_proto::v1::*;
 use arca_runtime::Caller;
 use arca_transport::Channel;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use http::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
@@ -41,7 +50,124 @@ pub const RESTORE: &str = "/api/v1/trash/restore";
 pub(crate) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route(RESTORE, post(restore))
+        .route("/api/v1/trash/bursts", get(bursts))
+        .route("/api/v1/trash/bursts/{id}/restore", post(restore_burst))
         .with_state(gateway)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SpaceQuery {
+    space: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ConflictBody {
+    conflict: Option<String>,
+}
+
+async fn bursts(
+    State(gateway): State<Channel>,
+    Caller(_who): Caller,
+    query: Result<Query<SpaceQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(q)) = query else {
+        return invalid("the only query parameter is space");
+    };
+    let listed = StorageClient::new(gateway.clone())
+        .list_bursts(ListBurstsRequest {
+            space_id: q.space.unwrap_or_default(),
+        })
+        .await;
+    let listed = match listed {
+        Ok(l) => l.into_inner(),
+        Err(s) => return grpc_error(s),
+    };
+    let mut value = Vec::with_capacity(listed.bursts.len());
+    for b in listed.bursts {
+        // A login name where one is found; the id otherwise (a deleted user).
+        let user = UsersClient::new(gateway.clone())
+            .get_user(GetUserRequest {
+                id: b.actor.clone(),
+                username: String::new(),
+            })
+            .await
+            .map_or(b.actor.clone(), |u| u.into_inner().username);
+        value.push(json!({
+            "id": b.id,
+            "space": b.space_id,
+            "user": user,
+            "client": b.client,
+            "first": b.first_ns.div_euclid(1_000_000_000),
+            "last": b.last_ns.div_euclid(1_000_000_000),
+            "items": b.items,
+            "files": b.files,
+        }));
+    }
+    Json(json!({ "value": value })).into_response()
+}
+
+async fn restore_burst(
+    State(gateway): State<Channel>,
+    Caller(_who): Caller,
+    Path(id): Path<String>,
+    query: Result<Query<SpaceQuery>, QueryRejection>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Ok(Query(q)) = query else {
+        return invalid("the only query parameter is space");
+    };
+    let b: ConflictBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ConflictBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => return invalid(&format!("request body: {e}")),
+        }
+    };
+    let conflict = match conflict_of(b.conflict.as_deref()) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let done = StorageClient::new(gateway)
+        .restore_all(RestoreAllRequest {
+            space_id: q.space.unwrap_or_default(),
+            burst_id: id,
+            conflict: conflict as i32,
+            ..Default::default()
+        })
+        .await;
+    match done {
+        Ok(t) => tally(&t.into_inner()),
+        Err(s) => grpc_error(s),
+    }
+}
+
+/// `keep-both` (the default), `skip` or `replace`.
+fn conflict_of(name: Option<&str>) -> Result<RestoreConflict, Response> {
+    match name.unwrap_or("keep-both") {
+        "keep-both" => Ok(RestoreConflict::KeepBoth),
+        "skip" => Ok(RestoreConflict::Skip),
+        "replace" => Ok(RestoreConflict::Replace),
+        other => Err(invalid(&format!(
+            "conflict {other:?} is not one of keep-both, skip, replace"
+        ))),
+    }
+}
+
+fn tally(t: &RestoreAllResponse) -> Response {
+    Json(json!({
+        "total": t.total,
+        "restored": t.restored,
+        "renamed": t.renamed,
+        "replaced": t.replaced,
+        "skipped": t.skipped,
+        "over_quota": t.over_quota,
+        "files": t.files,
+        "bytes": t.bytes,
+    }))
+    .into_response()
 }
 
 #[derive(Deserialize, Default)]
@@ -89,16 +215,7 @@ async fn try_restore(gateway: &Channel, body: &[u8]) -> Result<Response, Respons
     } else {
         serde_json::from_slice(body).map_err(|e| invalid(&format!("request body: {e}")))?
     };
-    let conflict = match b.conflict.as_deref().unwrap_or("keep-both") {
-        "keep-both" => RestoreConflict::KeepBoth,
-        "skip" => RestoreConflict::Skip,
-        "replace" => RestoreConflict::Replace,
-        other => {
-            return Err(invalid(&format!(
-                "conflict {other:?} is not one of keep-both, skip, replace"
-            )));
-        }
-    };
+    let conflict = conflict_of(b.conflict.as_deref())?;
     if b.user.is_some() && b.space.is_some() {
         return Err(invalid("give user or space, not both"));
     }
@@ -115,7 +232,7 @@ async fn try_restore(gateway: &Channel, body: &[u8]) -> Result<Response, Respons
         Some(s) if s >= 0 => s.saturating_mul(1_000_000_000),
         Some(_) => return Err(invalid("since is unix seconds, not negative")),
     };
-    let tally = StorageClient::new(gateway.clone())
+    let done = StorageClient::new(gateway.clone())
         .restore_all(RestoreAllRequest {
             space_id: b.space.unwrap_or_default(),
             user_id,
@@ -123,19 +240,10 @@ async fn try_restore(gateway: &Channel, body: &[u8]) -> Result<Response, Respons
             path: b.path.unwrap_or_default(),
             deleted_by,
             conflict: conflict as i32,
+            burst_id: String::new(),
         })
         .await
         .map_err(grpc_error)?
         .into_inner();
-    Ok(Json(json!({
-        "total": tally.total,
-        "restored": tally.restored,
-        "renamed": tally.renamed,
-        "replaced": tally.replaced,
-        "skipped": tally.skipped,
-        "over_quota": tally.over_quota,
-        "files": tally.files,
-        "bytes": tally.bytes,
-    }))
-    .into_response())
+    Ok(tally(&done))
 }

@@ -315,6 +315,14 @@ impl Storage for GatewayApi {
         forward!(self, req, restore_all, p)
     }
 
+    async fn list_bursts(
+        &self,
+        req: Request<ListBurstsRequest>,
+    ) -> Result<Response<ListBurstsResponse>, Status> {
+        let p = Self::trash_provider(&req.get_ref().space_id)?;
+        forward!(self, req, list_bursts, p)
+    }
+
     async fn list_versions(
         &self,
         req: Request<ListVersionsRequest>,

@@ -149,6 +149,8 @@ struct ProxyState {
 /// Characters of a capability token the access log keeps: enough to tell requests for
 /// different links apart, far too few to use.
 const LOGGED_TOKEN_CHARS: usize = 4;
+/// The longest client name (User-Agent) passed on; longer ones are cut.
+const MAX_CLIENT_LEN: usize = 200;
 
 /// `path` as the access log may show it: the token segment under a capability root
 /// ([`routes::CAPABILITY_ROOTS`]) becomes its first [`LOGGED_TOKEN_CHARS`] characters and "…"
@@ -234,6 +236,26 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
     // Said by the proxy alone: a client's own claim about the scheme is dropped.
     req.headers_mut().remove(X_FORWARDED_PROTO);
     req.headers_mut().remove(CLIENT_ADDR_HEADER);
+    // The client program, for the trash's record of who removed what (bounded: it is stored
+    // with every removal).
+    let client = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|ua| {
+            let end = ua
+                .char_indices()
+                .nth(MAX_CLIENT_LEN)
+                .map_or(ua.len(), |(i, _)| i);
+            ua[..end].to_owned()
+        })
+        .and_then(|ua| HeaderValue::from_str(&ua).ok());
+    req.headers_mut()
+        .remove(arca_transport::context::CLIENT_HEADER);
+    if let Some(client) = client {
+        req.headers_mut()
+            .insert(arca_transport::context::CLIENT_HEADER, client);
+    }
     if let Some(ip) = req
         .extensions()
         .get::<arca_transport::PeerAddr>()

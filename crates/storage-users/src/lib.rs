@@ -170,6 +170,10 @@ impl Service for StorageUsers {
                 },
                 homes: homes::Homes::new(store.clone(), provisioning.into()),
                 events,
+                bursts: arca_store_files::BurstRules {
+                    files: u64::from(trash.burst.items),
+                    window: trash.burst.window,
+                },
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();

@@ -78,8 +78,11 @@ pub(crate) struct Provider {
     pub(crate) grants: grants::Grants,
     /// Personal spaces, created at first use within `storage-users.provisioning`.
     pub(crate) homes: crate::homes::Homes,
-    /// Where `file.trashed`, `file.restored`, `file.purged` and `version.restored` go.
+    /// Where `file.trashed`, `file.restored`, `file.purged`, `version.restored` and
+    /// `trash.burst` go.
     pub(crate) events: arca_runtime::events::Outbox,
+    /// When removals make a burst (`storage-users.trash.burst`).
+    pub(crate) bursts: arca_store_files::BurstRules,
 }
 
 /// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
@@ -705,12 +708,17 @@ impl Storage for Provider {
         self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
         // Into the space's trash, whoever removes it: a client's mass delete can be undone.
+        let client = arca_transport::context::CallContext::current_client();
+        let remover = arca_store_files::Remover {
+            actor: &who.id,
+            client: &client,
+        };
         let item = self
             .store
-            .trash(&node.id, &who.id)
+            .trash_by(&node.id, remover)
             .await
             .map_err(|e| e.status())?;
-        self.trashed(who, &space, &item, &path);
+        self.trashed(who, &space, &item, &path, remover).await;
         self.store
             .remove_locks_within(&space.id, &path)
             .await
@@ -1207,6 +1215,16 @@ impl Storage for Provider {
         let who = caller(&req)?;
         Ok(Response::new(
             self.restore_all_of(who, req.get_ref()).await?,
+        ))
+    }
+
+    async fn list_bursts(
+        &self,
+        req: Request<ListBurstsRequest>,
+    ) -> Result<Response<ListBurstsResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(
+            self.list_bursts_of(who, req.get_ref()).await?,
         ))
     }
 

@@ -12,8 +12,8 @@ use arca_proto::v1::*;
 use arca_runtime::Identity;
 use arca_runtime::events::Event;
 use arca_store_files::{
-    Conflict, Node as StoreNode, Restored, Space as StoreSpace, StoreError, TrashItem as StoreItem,
-    Version as StoreVersion,
+    Conflict, Node as StoreNode, Remover, Restored, Space as StoreSpace, StoreError,
+    TrashItem as StoreItem, Version as StoreVersion,
 };
 use tonic::Status;
 
@@ -72,14 +72,69 @@ fn status(e: StoreError) -> Status {
 }
 
 impl Provider {
-    /// `file.trashed`: what was removed, from where, by whom.
-    pub(crate) fn trashed(&self, who: &Identity, space: &StoreSpace, item: &StoreItem, path: &str) {
+    /// After a removal: `file.trashed` (what, from where, by whom), and counting it into its
+    /// remover's burst, `trash.burst` when that makes the burst a mass delete. The removal is
+    /// done whatever this does: a failure to count is logged, not answered.
+    pub(crate) async fn trashed(
+        &self,
+        who: &Identity,
+        space: &StoreSpace,
+        item: &StoreItem,
+        path: &str,
+        remover: Remover<'_>,
+    ) {
+        let space_id = arca_proto::ids::space_id(self.name, &space.id);
         let event = Event::new("file.trashed", &who.id)
-            .with("space_id", arca_proto::ids::space_id(self.name, &space.id))
+            .with("space_id", space_id.clone())
             .with("trash_key", item.key.clone())
             .with("path", path.to_owned())
+            .with("client", remover.client.to_owned())
             .with("size", item.node.size.to_string());
         self.events.send(event);
+        match self.store.note_removal(item, remover, &self.bursts).await {
+            Ok(Some(burst)) => {
+                tracing::warn!(
+                    space = %space_id,
+                    actor = %burst.actor,
+                    client = %burst.client,
+                    files = burst.files,
+                    "a burst of removals: a client's mass delete? (restorable in one call)"
+                );
+                let event = Event::new("trash.burst", &who.id)
+                    .with("space_id", space_id)
+                    .with("burst_id", burst.id.clone())
+                    .with("client", burst.client.clone())
+                    .with("items", burst.items.to_string())
+                    .with("files", burst.files.to_string());
+                self.events.send(event);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "counting a removal into its burst failed"),
+        }
+    }
+
+    pub(crate) async fn list_bursts_of(
+        &self,
+        who: &Identity,
+        r: &ListBurstsRequest,
+    ) -> Result<ListBurstsResponse, Status> {
+        let space = self.trash_space(who, &r.space_id).await?;
+        let bursts = self.store.bursts(&space.id).await.map_err(status)?;
+        Ok(ListBurstsResponse {
+            bursts: bursts
+                .into_iter()
+                .map(|b| Burst {
+                    id: b.id,
+                    space_id: arca_proto::ids::space_id(self.name, &b.space_id),
+                    actor: b.actor,
+                    client: b.client,
+                    first_ns: convert::nanos(b.first),
+                    last_ns: convert::nanos(b.last),
+                    items: b.items,
+                    files: b.files,
+                })
+                .collect(),
+        })
     }
 
     /// The space of a trash call, if the caller owns (or manages) it.
@@ -308,11 +363,25 @@ impl Provider {
         } else {
             self.trash_space(who, &r.space_id).await?
         };
-        let path = inner_path(&r.path);
-        let filter = arca_store_files::RestoreFilter {
-            since: crate::provider::mtime(r.since_ns),
-            prefix: (path != "/").then_some(path),
-            deleted_by: (!r.deleted_by.is_empty()).then(|| r.deleted_by.clone()),
+        let filter = if r.burst_id.is_empty() {
+            let path = inner_path(&r.path);
+            arca_store_files::RestoreFilter {
+                since: crate::provider::mtime(r.since_ns),
+                prefix: (path != "/").then_some(path),
+                deleted_by: (!r.deleted_by.is_empty()).then(|| r.deleted_by.clone()),
+                ..Default::default()
+            }
+        } else {
+            check_key(&r.burst_id)?;
+            let burst = self
+                .store
+                .burst(&space.id, &r.burst_id)
+                .await
+                .map_err(|e| match e {
+                    StoreError::NotFound => ErrorKind::NotFound.status("no such burst"),
+                    e => e.status(),
+                })?;
+            arca_store_files::RestoreFilter::of_burst(&burst)
         };
         let conflict = conflict(r.conflict)?;
         let mut run = self

@@ -53,6 +53,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             "place_claim",
             include_str!("../migrations/sqlite/0026_place_claim.sql"),
         ),
+        (
+            27,
+            "trash_bursts",
+            include_str!("../migrations/sqlite/0027_trash_bursts.sql"),
+        ),
     ],
     postgres: &[
         (
@@ -84,6 +89,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             25,
             "upload_folders",
             include_str!("../migrations/postgres/0025_upload_folders.sql"),
+        ),
+        (
+            27,
+            "trash_bursts",
+            include_str!("../migrations/postgres/0027_trash_bursts.sql"),
         ),
     ],
 };

@@ -51,8 +51,9 @@ pub use locks::Lock;
 pub use model::{DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space, SpaceKind};
 pub use names::{numbered_name, validate_name};
 pub use store::{
-    Conflict, Download, Expired, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage,
-    Store, StoreConfig, TrashItem, Version, VersionRetention, VersionRules,
+    Burst, BurstRules, Conflict, Download, Expired, Remover, RestoreFilter, RestoreRun,
+    RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashItem, Version, VersionRetention,
+    VersionRules,
 };
 pub use store::{SpaceDetails, SpaceUpdate};
 pub use uploads::{Appended, Upload, UploadPart};

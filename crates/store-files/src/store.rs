@@ -8,6 +8,7 @@
 //! row first gives one lock order and no deadlocks. On SQLite writers are serialised globally
 //! (see `Db::write_lock`).
 
+mod bursts;
 pub(crate) mod commit;
 mod gc;
 mod listing;
@@ -36,11 +37,12 @@ use crate::model::{Node, NodeKind, Space, SpaceKind};
 use crate::names::segments;
 use crate::{Result, StoreError};
 
+pub use bursts::{Burst, BurstRules};
 pub use put::Download;
 pub(crate) use put::Written;
 pub use spaces::{SpaceDetails, SpaceUpdate};
 pub use trash::{
-    Conflict, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage, TrashItem,
+    Conflict, Remover, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage, TrashItem,
 };
 pub use versions::{Expired, Version, VersionRetention, VersionRules};
 

@@ -157,6 +157,7 @@ const FILES_TABLES: &[&str] = &[
     "space_details",
     "spaces",
     "trash",
+    "trash_bursts",
     "upload_chunks",
     "upload_parts",
     "uploads",

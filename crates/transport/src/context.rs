@@ -1,5 +1,5 @@
 //! What travels with every call, on every transport: W3C trace context, the caller's identity
-//! token and the request id.
+//! token, the request id and the client program the request came from.
 //!
 //! The server side of each hop scopes the handler in a [`CallContext`] taken from the request
 //! headers; [`Channel`](crate::Channel) copies it onto every outgoing request made inside that
@@ -15,6 +15,10 @@ pub const IDENTITY_HEADER: HeaderName = HeaderName::from_static(IDENTITY);
 pub const IDENTITY: &str = "x-arca-identity";
 /// Correlates log lines of one client request across every hop.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// The client program the request came from (its `User-Agent` as the proxy saw it): who
+/// removed what is recorded with it, so that one client's mass delete can be found and undone.
+/// Only the proxy sets it from outside: a client's own value is dropped there.
+pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-arca-client");
 /// W3C trace context: `00-TRACE_ID-PARENT_ID-FLAGS`.
 pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
@@ -23,6 +27,8 @@ pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent"
 pub struct CallContext {
     pub identity: Option<HeaderValue>,
     pub request_id: Option<HeaderValue>,
+    /// [`CLIENT_HEADER`].
+    pub client: Option<HeaderValue>,
     /// The trace to join, when no OpenTelemetry tracer carries it (see [`inject`]).
     pub traceparent: Option<HeaderValue>,
 }
@@ -37,6 +43,7 @@ impl CallContext {
         Self {
             identity: headers.get(IDENTITY_HEADER).cloned(),
             request_id: headers.get(REQUEST_ID_HEADER).cloned(),
+            client: headers.get(CLIENT_HEADER).cloned(),
             traceparent: None,
         }
     }
@@ -49,6 +56,19 @@ impl CallContext {
     /// The context of the call being handled, if any.
     pub fn current() -> Option<CallContext> {
         CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// The client program of the call being handled, `""` when unknown.
+    pub fn current_client() -> String {
+        CURRENT
+            .try_with(|call| {
+                call.client
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .unwrap_or_default()
     }
 
     /// Whether a call is being handled in this task: a request that arrives over the
@@ -78,6 +98,9 @@ pub fn inject(headers: &mut HeaderMap) {
             headers
                 .entry(REQUEST_ID_HEADER)
                 .or_insert_with(|| v.clone());
+        }
+        if let Some(v) = &call.client {
+            headers.entry(CLIENT_HEADER).or_insert_with(|| v.clone());
         }
         if let Some(v) = &call.traceparent {
             headers

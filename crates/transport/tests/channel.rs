@@ -202,6 +202,7 @@ async fn in_process_calls_use_the_hub_and_carry_the_call_context() {
     let ctx = CallContext {
         identity: Some(HeaderValue::from_static("token-123")),
         request_id: None,
+        client: None,
         traceparent: None,
     };
     let (_, who) = get_text(&c, "svc", "/identity").await.expect("call");

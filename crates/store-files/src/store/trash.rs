@@ -62,6 +62,21 @@ impl TrashItem {
     }
 }
 
+/// Who removes something, and through which client program (its User-Agent; empty when
+/// unknown): the trash records both, and bursts are one remover's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remover<'a> {
+    pub actor: &'a str,
+    pub client: &'a str,
+}
+
+impl<'a> Remover<'a> {
+    /// `actor` with no client named.
+    pub fn by(actor: &'a str) -> Self {
+        Remover { actor, client: "" }
+    }
+}
+
 /// What a restore does when the name it restores to is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conflict {
@@ -82,8 +97,25 @@ pub struct RestoreFilter {
     pub since: Option<SystemTime>,
     /// Whose original path is this path or below it (`/Documents`).
     pub prefix: Option<String>,
+    /// Removed at or before this time.
+    pub until: Option<SystemTime>,
     /// Removed by this actor (a user id, as [`TrashItem::deleted_by`]).
     pub deleted_by: Option<String>,
+    /// Removed through this client program.
+    pub client: Option<String>,
+}
+
+impl RestoreFilter {
+    /// Exactly the items of `burst`.
+    pub fn of_burst(burst: &super::bursts::Burst) -> Self {
+        RestoreFilter {
+            since: Some(burst.first),
+            until: Some(burst.last),
+            prefix: None,
+            deleted_by: Some(burst.actor.clone()),
+            client: Some(burst.client.clone()),
+        }
+    }
 }
 
 /// What a restore came to.
@@ -200,16 +232,16 @@ async fn ensure_trash_root(c: &mut AnyConnection, space_id: &str, now: i64) -> R
 
 /// A trash row, its stamp the deletion second or, when an item of that name already has
 /// it, the next free one (`trash_space_name_stamp` answers the MAX).
-pub(crate) const TRASH_INSERT: &str = "INSERT INTO trash (node_id, space_id, name, location, deleted, stamp, deleted_by) \
+pub(crate) const TRASH_INSERT: &str = "INSERT INTO trash (node_id, space_id, name, location, deleted, stamp, deleted_by, deleted_via) \
      VALUES ($1, $2, $3, $4, $5, COALESCE((SELECT CASE WHEN MAX(stamp) >= $6 THEN MAX(stamp) + 1 END \
-       FROM trash WHERE space_id = $2 AND name = $3), $6), $7) RETURNING stamp";
+       FROM trash WHERE space_id = $2 AND name = $3), $6), $7, $8) RETURNING stamp";
 
 /// Moves live node `id` of `space_id` into the trash; the caller holds the space lock.
 pub(crate) async fn trash_tx(
     c: &mut AnyConnection,
     space_id: &str,
     id: &str,
-    actor: &str,
+    actor: &Remover<'_>,
 ) -> Result<TrashItem> {
     let node = get_node(c, id).await?.ok_or(StoreError::NotFound)?;
     if node.space_id != space_id {
@@ -237,7 +269,8 @@ pub(crate) async fn trash_tx(
         .bind(&location)
         .bind(now)
         .bind(secs)
-        .bind(actor)
+        .bind(actor.actor)
+        .bind(actor.client)
         .fetch_one(&mut *c)
         .await?;
     let stamp: i64 = row.try_get(0)?;
@@ -253,7 +286,7 @@ pub(crate) async fn trash_tx(
         location,
         deleted: from_ns(now),
         stamp,
-        deleted_by: actor.to_owned(),
+        deleted_by: actor.actor.to_owned(),
         node: trashed,
     })
 }
@@ -306,12 +339,17 @@ impl Store {
     /// whatever its size. `actor` is who removed it. A space root cannot be trashed
     /// (`Forbidden`); a node already in the trash is `NotFound`.
     pub async fn trash(&self, id: &str, actor: &str) -> Result<TrashItem> {
+        self.trash_by(id, Remover::by(actor)).await
+    }
+
+    /// [`trash`](Self::trash), recording the client program it came through.
+    pub async fn trash_by(&self, id: &str, remover: Remover<'_>) -> Result<TrashItem> {
         let node = self.stat(id).await?;
         let mut w = self.db().begin_write().await?;
         let r = async {
             let c = w.conn();
             lock_space(c, &node.space_id).await?;
-            trash_tx(c, &node.space_id, id, actor).await
+            trash_tx(c, &node.space_id, id, &remover).await
         }
         .await;
         w.finish(r).await
@@ -415,7 +453,7 @@ impl Store {
                         name = free_in(&child_names(c, &dest.id).await?, dest_name);
                     }
                     Conflict::Replace => {
-                        trash_tx(c, space_id, &existing.id, actor).await?;
+                        trash_tx(c, space_id, &existing.id, &Remover::by(actor)).await?;
                         replaced = Some(existing.id);
                     }
                 }
@@ -482,13 +520,19 @@ impl Store {
     ) -> Result<RestoreRun> {
         let mut c = self.read_conn().await?;
         let since = filter.since.map_or(i64::MIN, to_ns);
+        let until = filter.until.map_or(i64::MAX, to_ns);
+        // A filter on the client is exact: an empty one is "removed through no named client".
         let rows = sqlx::query(
             "SELECT node_id, location, name, deleted FROM trash \
-             WHERE space_id = $1 AND deleted >= $2 AND ($3 = '' OR deleted_by = $3)",
+             WHERE space_id = $1 AND deleted >= $2 AND deleted <= $3 \
+             AND ($4 = '' OR deleted_by = $4) AND ($5 = 0 OR deleted_via = $6)",
         )
         .bind(space_id)
         .bind(since)
+        .bind(until)
         .bind(filter.deleted_by.as_deref().unwrap_or(""))
+        .bind(i64::from(filter.client.is_some()))
+        .bind(filter.client.as_deref().unwrap_or(""))
         .fetch_all(&mut *c)
         .await?;
         drop(c);
@@ -897,7 +941,7 @@ impl RestoreRun {
                         let existing = get_child(c, &dir, &name).await?.ok_or_else(|| {
                             StoreError::Corrupt("a taken name has no node".into())
                         })?;
-                        trash_tx(c, &space_id, &existing.id, &self.actor).await?;
+                        trash_tx(c, &space_id, &existing.id, &Remover::by(&self.actor)).await?;
                         used -= db_size(existing.size)?;
                         // What was cached below the replaced folder is in the trash now.
                         let gone = join(&self.path_of_dir(&dir), &name);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use sqlx::AnyConnection;
 
-use super::trash::trash_tx;
+use super::trash::{Remover, trash_tx};
 use super::versions::{Content, VersionRules, replace_content};
 use super::{
     Store, check_quota, get_node, is_ancestor_or_self, lock_space, parent_and_child, propagate,
@@ -323,7 +323,7 @@ async fn move_tx(
             return get_node(c, &moved.id).await?.ok_or(StoreError::NotFound);
         }
         if undo.trash {
-            trash_tx(c, space_id, &dest.id, undo.actor).await?;
+            trash_tx(c, space_id, &dest.id, &Remover::by(undo.actor)).await?;
         } else {
             remove_subtree(c, &dest).await?;
             propagate(c, &parent.id, &etag, -db_size(dest.size)?, None).await?;
@@ -404,7 +404,7 @@ async fn copy_tx(
         }
         if undo.trash {
             // The trash takes it out of the space's size at once.
-            trash_tx(c, dest_space, &dest.id, undo.actor).await?;
+            trash_tx(c, dest_space, &dest.id, &Remover::by(undo.actor)).await?;
         } else {
             remove_subtree(c, &dest).await?;
             removed = db_size(dest.size)?;
