@@ -88,6 +88,7 @@ pub(crate) async fn advertise(gateway: &Channel, space_id: &str, mut resp: Respo
         storage
             .get_space(GetSpaceRequest {
                 space_id: space_id.to_owned(),
+                with_usage: false,
             })
             .await
     };

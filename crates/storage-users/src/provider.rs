@@ -470,8 +470,11 @@ impl Storage for Provider {
 
     async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
-        let space = self.space(who, &req.get_ref().space_id).await?;
-        Ok(Response::new(self.space_message(&space).await?))
+        let r = req.get_ref();
+        let space = self.space(who, &r.space_id).await?;
+        Ok(Response::new(
+            self.space_message(&space, r.with_usage).await?,
+        ))
     }
 
     async fn list_spaces(
@@ -484,10 +487,11 @@ impl Storage for Provider {
         }
         // Creating the personal space here too: a client listing drives must find its own.
         self.homes.get(&who.id).await?;
-        let spaces = self.visible_spaces(who, req.get_ref().all).await?;
+        let r = req.get_ref();
+        let spaces = self.visible_spaces(who, r.all).await?;
         let mut out = Vec::with_capacity(spaces.len());
         for s in &spaces {
-            out.push(self.space_message(s).await?);
+            out.push(self.space_message(s, r.with_usage).await?);
         }
         Ok(Response::new(ListSpacesResponse { spaces: out }))
     }
@@ -523,7 +527,7 @@ impl Storage for Provider {
             }
             return Err(e.status());
         }
-        Ok(Response::new(self.space_message(&space).await?))
+        Ok(Response::new(self.space_message(&space, true).await?))
     }
 
     async fn update_space(
@@ -559,7 +563,7 @@ impl Storage for Provider {
                 .map_err(|e| e.status())?;
         }
         let space = self.store.space(&space.id).await.map_err(|e| e.status())?;
-        Ok(Response::new(self.space_message(&space).await?))
+        Ok(Response::new(self.space_message(&space, true).await?))
     }
 
     async fn delete_space(
@@ -1275,8 +1279,15 @@ pub(crate) fn mtime(ns: i64) -> Option<std::time::SystemTime> {
 
 /// Space administration (the Graph drives API).
 impl Provider {
-    /// A space as a message, with the details a drive shows.
-    async fn space_message(&self, space: &StoreSpace) -> Result<Space, Status> {
+    /// A space as a message, with the details a drive shows and, `with_usage`, what its trash
+    /// and versions hold.
+    ///
+    /// The usage is a second query that sums every version row of the space, so it is only
+    /// counted where a caller asks: the Graph drives API and a PROPFIND naming
+    /// `oc:trashbin-size`/`oc:versions-size` ask; the PROPFIND quota read and TUS discovery,
+    /// which clients send all the time, do not. CreateSpace and UpdateSpace (rare, admins')
+    /// always count, as their answer is a drive.
+    async fn space_message(&self, space: &StoreSpace, with_usage: bool) -> Result<Space, Status> {
         let details = self
             .store
             .space_details(&space.id)
@@ -1286,6 +1297,17 @@ impl Provider {
         m.description = details.description;
         m.alias = details.alias;
         m.root_mtime_ns = convert::nanos(details.root_mtime);
+        if with_usage {
+            let usage = self
+                .store
+                .space_usage(&space.id)
+                .await
+                .map_err(|e| e.status())?;
+            m.trash_bytes = usage.trash;
+            m.trash_items = usage.trash_items;
+            m.version_bytes = usage.versions;
+            m.version_count = usage.version_count;
+        }
         Ok(m)
     }
 

@@ -193,6 +193,12 @@ fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
             "used": s.used,
             "remaining": remaining,
             "state": quota_state(s.quota, s.used),
+            // arca's own, beside oCIS's fields: what the trash and the file versions hold
+            // (bytes; outside the quota).
+            "trash": s.trash_bytes,
+            "trashItems": s.trash_items,
+            "versions": s.version_bytes,
+            "versionCount": s.version_count,
         }),
     );
     d.insert("root".into(), Value::Object(root));
@@ -202,7 +208,10 @@ fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
 
 async fn list(gw: Channel, who: Identity, all: bool, headers: &HeaderMap, uri: &Uri) -> Response {
     let mut spaces = match StorageClient::new(gw.clone())
-        .list_spaces(ListSpacesRequest { all })
+        .list_spaces(ListSpacesRequest {
+            all,
+            with_usage: true,
+        })
         .await
     {
         Ok(r) => r.into_inner().spaces,
@@ -312,13 +321,17 @@ async fn find(gw: &Channel, who: &Identity, id: &str) -> Result<Space, Response>
     let found = StorageClient::new(gw.clone())
         .get_space(GetSpaceRequest {
             space_id: id.to_owned(),
+            with_usage: true,
         })
         .await;
     match found {
         Ok(s) => Ok(s.into_inner()),
         Err(s) if who.admin && ErrorKind::of(&s) == ErrorKind::NotFound => {
             let all = StorageClient::new(gw.clone())
-                .list_spaces(ListSpacesRequest { all: true })
+                .list_spaces(ListSpacesRequest {
+                    all: true,
+                    with_usage: true,
+                })
                 .await
                 .map_err(grpc_error)?;
             all.into_inner()
@@ -464,6 +477,10 @@ mod tests {
             used: 21,
             etag: "abc".into(),
             root_mtime_ns: 1,
+            trash_bytes: 300,
+            trash_items: 2,
+            version_bytes: 4000,
+            version_count: 5,
             ..Default::default()
         };
         let d = drive_json(&personal, &names, "http://h:1");
@@ -476,6 +493,14 @@ mod tests {
             "http://h:1/dav/spaces/storage-users$u1space"
         );
         assert_eq!(d["quota"]["remaining"], i64::MAX);
+        assert_eq!(
+            d["quota"]["used"], 21,
+            "the trash and versions are not in `used`"
+        );
+        assert_eq!(d["quota"]["trash"], 300);
+        assert_eq!(d["quota"]["trashItems"], 2);
+        assert_eq!(d["quota"]["versions"], 4000);
+        assert_eq!(d["quota"]["versionCount"], 5);
         assert!(d.get("description").is_none());
 
         let project = Space {

@@ -87,10 +87,12 @@ pub(super) async fn propfind(
         }
         (list.node.unwrap_or_default(), children)
     };
-    let quota = if wants_quota(&query) {
+    let with_usage = wants_usage(&query);
+    let quota = if with_usage || wants_quota(&query) {
         client
             .get_space(GetSpaceRequest {
                 space_id: node.space_id.clone(),
+                with_usage,
             })
             .await
             .ok()
@@ -158,6 +160,20 @@ pub(super) fn wants_quota(q: &Propfind) -> bool {
             matches!(
                 n.live(),
                 Some(LiveProp::QuotaUsedBytes | LiveProp::QuotaAvailableBytes)
+            )
+        }),
+        _ => false,
+    }
+}
+
+/// Whether `q` names the trash or versions size (never in `allprop`: counting them costs the
+/// provider a query over every version of the space).
+pub(super) fn wants_usage(q: &Propfind) -> bool {
+    match q {
+        Propfind::Prop(names) => names.iter().any(|n| {
+            matches!(
+                n.live(),
+                Some(LiveProp::OcTrashbinSize | LiveProp::OcVersionsSize)
             )
         }),
         _ => false,
@@ -289,6 +305,18 @@ pub(super) fn live(
             _ => resp.integer(&name, -3),
         },
         LiveProp::CreationDate => resp.text(&name, &crate::dates::http_date(secs)),
+        // A space's, so only on its root; the space came with its usage (`wants_usage`).
+        LiveProp::OcTrashbinSize | LiveProp::OcVersionsSize => match quota {
+            Some(s) if n.is_dir && n.id == s.root_id => {
+                let bytes = if p == LiveProp::OcTrashbinSize {
+                    s.trash_bytes
+                } else {
+                    s.version_bytes
+                };
+                resp.number(&name, bytes)
+            }
+            _ => resp.not_found(&name),
+        },
         _ => resp.not_found(&name),
     }
 }

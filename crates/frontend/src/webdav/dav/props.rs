@@ -53,6 +53,9 @@ impl PropName {
     pub const OC_DDC: PropName = PropName::oc("dDC");
     pub const OC_DATA_FINGERPRINT: PropName = PropName::oc("data-fingerprint");
     pub const OC_TAGS: PropName = PropName::oc("tags");
+    /// arca's own: bytes in the space's trash and in its file versions, on a space root.
+    pub const OC_TRASHBIN_SIZE: PropName = PropName::oc("trashbin-size");
+    pub const OC_VERSIONS_SIZE: PropName = PropName::oc("versions-size");
 
     /// A name in the `DAV:` namespace.
     pub const fn dav(local: &'static str) -> PropName {
@@ -138,10 +141,12 @@ pub enum LiveProp {
     OcDdc,
     OcDataFingerprint,
     OcTags,
+    OcTrashbinSize,
+    OcVersionsSize,
 }
 
 impl LiveProp {
-    pub const ALL: [LiveProp; 28] = [
+    pub const ALL: [LiveProp; 30] = [
         LiveProp::CreationDate,
         LiveProp::DisplayName,
         LiveProp::GetContentLength,
@@ -170,6 +175,8 @@ impl LiveProp {
         LiveProp::OcDdc,
         LiveProp::OcDataFingerprint,
         LiveProp::OcTags,
+        LiveProp::OcTrashbinSize,
+        LiveProp::OcVersionsSize,
     ];
 
     pub const fn name(self) -> PropName {
@@ -202,6 +209,8 @@ impl LiveProp {
             LiveProp::OcDdc => PropName::OC_DDC,
             LiveProp::OcDataFingerprint => PropName::OC_DATA_FINGERPRINT,
             LiveProp::OcTags => PropName::OC_TAGS,
+            LiveProp::OcTrashbinSize => PropName::OC_TRASHBIN_SIZE,
+            LiveProp::OcVersionsSize => PropName::OC_VERSIONS_SIZE,
         }
     }
 
@@ -241,6 +250,8 @@ impl LiveProp {
                 "dDC" => LiveProp::OcDdc,
                 "data-fingerprint" => LiveProp::OcDataFingerprint,
                 "tags" => LiveProp::OcTags,
+                "trashbin-size" => LiveProp::OcTrashbinSize,
+                "versions-size" => LiveProp::OcVersionsSize,
                 _ => return None,
             })
         } else {
