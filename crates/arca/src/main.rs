@@ -6,6 +6,7 @@
 //! configuration or usage, 130 forced by a second signal.
 
 mod health;
+mod server_api;
 mod trash_cli;
 mod users_cli;
 

@@ -7,17 +7,14 @@
 //! Exit codes: 0 done, 1 it failed (the server's one-line reason), 2 bad usage or
 //! configuration.
 
-use std::io::BufRead as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arca_config::Overrides;
 use clap::{Args, Subcommand};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use crate::server_api::{self, Failure, ServerApi};
 
 /// Where the server answers the bulk restore (arca-frontend's `trash_api`).
 const RESTORE: &str = "/api/v1/trash/restore";
@@ -75,16 +72,8 @@ pub(crate) fn run(file: Option<PathBuf>, args: TrashArgs) -> ExitCode {
     }
 }
 
-fn execute(file: Option<PathBuf>, args: TrashArgs) -> Result<String, (u8, String)> {
-    let usage = |m: String| (2u8, m);
-    let mut flags = Overrides::default();
-    for assignment in &args.set {
-        flags
-            .push_set(assignment)
-            .map_err(|e| usage(e.to_string()))?;
-    }
-    let config = arca_config::load_from_process(file.as_deref(), flags)
-        .map_err(|e| usage(format!("config error: {e}")))?;
+fn execute(file: Option<PathBuf>, args: TrashArgs) -> Result<String, Failure> {
+    let config = server_api::config(file.as_deref(), &args.set)?;
     let TrashCommand::Restore {
         user,
         since,
@@ -93,27 +82,11 @@ fn execute(file: Option<PathBuf>, args: TrashArgs) -> Result<String, (u8, String
         conflict,
         password_stdin,
     } = args.command;
-    let since = since.map(|s| since_secs(&s)).transpose().map_err(usage)?;
-    let password = if password_stdin {
-        let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .map_err(|e| (1, format!("reading the password: {e}")))?;
-        line.trim_end_matches(['\r', '\n']).to_owned()
-    } else {
-        config.identity.admin_password.clone().ok_or_else(|| {
-            usage("no admin password: set identity.admin_password (ARCA_ADMIN_PASSWORD) or pass --password-stdin".into())
-        })?
-    };
-    if config.proxy.tls.is_some() {
-        return Err(usage(
-            "proxy.tls is set and this command speaks plain HTTP to proxy.http.addr; run it \
-             against a process without TLS on its public address"
-                .into(),
-        ));
-    }
-    let addr = local_addr(&config.proxy.http.addr);
+    let since = since
+        .map(|s| since_secs(&s))
+        .transpose()
+        .map_err(|m| (2, m))?;
+    let server = ServerApi::new(&config, password_stdin)?;
     let mut body = json!({"user": user, "conflict": conflict});
     if let Some(s) = since {
         body["since"] = json!(s);
@@ -124,24 +97,11 @@ fn execute(file: Option<PathBuf>, args: TrashArgs) -> Result<String, (u8, String
     if let Some(b) = by {
         body["by"] = json!(b);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (1, format!("cannot start the async runtime: {e}")))?;
-    let auth = basic("admin", &password);
-    let sent = runtime.block_on(async {
-        tokio::time::timeout(ANSWER_WITHIN, post(&addr, &auth, body.to_string())).await
-    });
-    let (status, answer) = match sent {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => return Err((1, format!("{addr}: {e:#}"))),
-        Err(_) => return Err((1, format!("{addr}: no answer within {ANSWER_WITHIN:?}"))),
-    };
-    let v: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+    let (status, answer) = server.send(hyper::Method::POST, RESTORE, Some(&body), ANSWER_WITHIN)?;
     if status != 200 {
-        let why = v["error"]["message"].as_str().unwrap_or(answer.trim());
-        return Err((1, format!("the server refused ({status}): {why}")));
+        return Err(server_api::refused(status, &answer));
     }
+    let v: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
     let n = |k: &str| v[k].as_u64().unwrap_or(0);
     Ok(format!(
         "restored {} of {} items ({} files, {} bytes); {} under another name, {} replacing \
@@ -177,36 +137,6 @@ fn since_secs(s: &str) -> Result<i64, String> {
     i64::try_from(secs).map_err(|_| format!("--since {s:?}: too far ahead"))
 }
 
-/// A listening address to connect to: an unspecified host (0.0.0.0, [::]) means this machine.
-fn local_addr(listen: &str) -> String {
-    match listen.rsplit_once(':') {
-        Some(("0.0.0.0", port)) => format!("127.0.0.1:{port}"),
-        Some(("[::]", port)) => format!("[::1]:{port}"),
-        _ => listen.to_owned(),
-    }
-}
-
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    format!("Basic {encoded}")
-}
-
-async fn post(addr: &str, auth: &str, body: String) -> anyhow::Result<(u16, String)> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let req = hyper::Request::post(RESTORE)
-        .header(hyper::header::HOST, addr)
-        .header(hyper::header::AUTHORIZATION, auth)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))?;
-    let resp = sender.send_request(req).await?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await?.to_bytes();
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,12 +151,5 @@ mod tests {
         let two_hours_ago = since_secs("2h").unwrap();
         assert!((now - 7200 - two_hours_ago).abs() <= 2, "{two_hours_ago}");
         assert!(since_secs("yesterday-ish").is_err());
-    }
-
-    #[test]
-    fn unspecified_listen_hosts_mean_this_machine() {
-        assert_eq!(local_addr("0.0.0.0:9200"), "127.0.0.1:9200");
-        assert_eq!(local_addr("[::]:9200"), "[::1]:9200");
-        assert_eq!(local_addr("10.0.0.1:9200"), "10.0.0.1:9200");
     }
 }
