@@ -7,6 +7,7 @@
 
 mod health;
 mod server_api;
+mod spaces_cli;
 mod trash_cli;
 mod users_cli;
 
@@ -51,6 +52,9 @@ enum Command {
     Users(users_cli::UsersArgs),
     /// Undo a mass delete: restore a user's removed items, asking the running server.
     Trash(trash_cli::TrashArgs),
+    /// What each space holds: used bytes, its trash and its versions, asking the running
+    /// server.
+    Spaces(spaces_cli::SpacesArgs),
     /// Write a commented config file with freshly generated secrets.
     Init {
         /// Overwrite the file if it exists.
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Init { force } => init(cli.config, force),
         Command::Users(args) => users_cli::run(cli.config, args),
         Command::Trash(args) => trash_cli::run(cli.config, args),
+        Command::Spaces(args) => spaces_cli::run(cli.config, args),
     }
 }
 
