@@ -5,7 +5,8 @@
 //! Main types: [`TempDir`], [`Proc`] (a child killed on drop, its output captured line by
 //! line), [`Server`] (a `Proc` with its debug and public addresses) and [`Launch`] to build one.
 //! Free functions: [`arca_bin`], [`free_port`], [`get`] and [`eventually`].
-//! Servers a test needs beside arca: [`Nats`], [`Postgres`] and [`Moto`] (S3).
+//! Servers a test needs beside arca: [`Nats`], and [`Postgres`] and [`Moto`] (S3) from
+//! arca-test-servers, the launchers the store crates' tests use too.
 //! The sync-client load of the soak test and benchmark: [`soak`]; the example deployments as
 //! processes, restarted as a rolling update or a crash would: [`layouts`]. Every service in
 //! the test process instead, for tests that need several services but not several
@@ -944,248 +945,50 @@ impl Nats {
     }
 }
 
-/// `.venv/bin/NAME` of the workspace, which `make deps` fills (PyPI packages).
+/// `.venv/bin/NAME` of the workspace, which `make deps` fills (PyPI packages); panics with
+/// that advice when it is missing.
 pub fn venv_bin(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the workspace");
-    let bin = root.join(".venv/bin").join(name);
-    assert!(
-        bin.is_file(),
-        "{} not found: run `make deps` (it installs the test servers into .venv)",
-        bin.display()
-    );
-    bin
+    arca_test_servers::venv_bin(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A private PostgreSQL server (Debian's `/usr/lib/postgresql/*/bin`): `initdb` into
-/// `DIR/pg/data`, `pg_ctl start` on a free loopback port with its socket in `DIR/pg/sock`,
-/// stopped (`-m immediate`) on drop. PostgreSQL refuses to run as root, so under root both run
-/// as the `postgres` user, which then owns `DIR/pg`. Durability is off (fsync and friends): a
-/// test server never outlives a crash anyway. Drop it before the [`TempDir`] it lives in.
+/// A private PostgreSQL ([`arca_test_servers::Postgres`]) in `DIR/pg` of a test's
+/// [`TempDir`]; stopped on drop, so drop it before the `TempDir`.
 pub struct Postgres {
     /// `postgres://postgres@127.0.0.1:PORT/postgres`: the superuser on the default database,
     /// trusted on loopback.
     pub url: String,
-    bin: PathBuf,
-    data: PathBuf,
-    as_postgres: bool,
+    _server: arca_test_servers::Postgres,
 }
 
 impl Postgres {
     pub async fn start(dir: &TempDir) -> anyhow::Result<Self> {
-        let bin = postgres_bin_dir()?;
-        // SAFETY: geteuid(2) has no preconditions and cannot fail.
-        let as_postgres = unsafe { libc::geteuid() } == 0;
-        let root = dir.join("pg");
-        let sock = root.join("sock");
-        std::fs::create_dir_all(&sock).with_context(|| format!("create {}", sock.display()))?;
-        if as_postgres {
-            let (uid, gid) = postgres_user()?;
-            for p in [&root, &sock] {
-                std::os::unix::fs::chown(p, Some(uid), Some(gid))
-                    .with_context(|| format!("chown {} to postgres", p.display()))?;
-            }
-        }
-        let data = root.join("data");
-        let mut pg = Self {
-            url: String::new(),
-            bin,
-            data,
-            as_postgres,
-        };
-        let data_arg = pg.data.to_string_lossy().into_owned();
-        pg.run(
-            "initdb",
-            &[
-                "-D",
-                &data_arg,
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ],
-        )
-        .await?;
-        let port = free_port();
-        let log = root.join("server.log");
-        let opts = format!(
-            "-k {} -p {port} -h 127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=200",
-            sock.display()
-        );
-        let started = pg
-            .run(
-                "pg_ctl",
-                &[
-                    "-D",
-                    &data_arg,
-                    "-l",
-                    &log.to_string_lossy(),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-o",
-                    &opts,
-                    "start",
-                ],
-            )
-            .await;
-        if let Err(e) = started {
-            let log = std::fs::read_to_string(&log).unwrap_or_default();
-            bail!("{e:#}\nserver log:\n{log}");
-        }
-        pg.url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
-        Ok(pg)
-    }
-
-    /// `BIN/prog ARGS…` (as `postgres` under root), to completion; its output on failure.
-    async fn run(&self, prog: &str, args: &[&str]) -> anyhow::Result<()> {
-        let exe = self.bin.join(prog);
-        let mut cmd = if self.as_postgres {
-            let mut c = tokio::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            tokio::process::Command::new(&exe)
-        };
-        // The server pg_ctl starts writes to its -l log, so these pipes close when pg_ctl
-        // exits; /tmp because the postgres user may not be able to enter the test's cwd.
-        let out = cmd
-            .args(args)
-            .current_dir("/tmp")
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .with_context(|| format!("run {}", exe.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{} {} failed ({}): {}{}",
-                exe.display(),
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(())
+        let server = arca_test_servers::Postgres::start_in(&dir.join("pg")).await?;
+        Ok(Self {
+            url: server.url().to_owned(),
+            _server: server,
+        })
     }
 }
 
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        if self.url.is_empty() {
-            return;
-        }
-        let exe = self.bin.join("pg_ctl");
-        let mut cmd = if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        let stopped = cmd
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "-w", "stop"])
-            .current_dir("/tmp")
-            .stdin(Stdio::null())
-            .output();
-        if !stopped.is_ok_and(|o| o.status.success()) {
-            eprintln!(
-                "stopping the test PostgreSQL in {} failed",
-                self.data.display()
-            );
-        }
-    }
-}
-
-/// The newest `/usr/lib/postgresql/<version>/bin` holding initdb and pg_ctl.
-fn postgres_bin_dir() -> anyhow::Result<PathBuf> {
-    let root = Path::new("/usr/lib/postgresql");
-    let entries = std::fs::read_dir(root).with_context(|| {
-        format!(
-            "no PostgreSQL server binaries under {} (`make deps` installs them)",
-            root.display()
-        )
-    })?;
-    let mut best: Option<(u32, PathBuf)> = None;
-    for entry in entries.flatten() {
-        let bin = entry.path().join("bin");
-        let version = entry
-            .file_name()
-            .to_string_lossy()
-            .split('.')
-            .next()
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(0);
-        if bin.join("initdb").is_file()
-            && bin.join("pg_ctl").is_file()
-            && best.as_ref().is_none_or(|(v, _)| version > *v)
-        {
-            best = Some((version, bin));
-        }
-    }
-    best.map(|(_, bin)| bin)
-        .with_context(|| format!("no initdb/pg_ctl under {}/*/bin", root.display()))
-}
-
-fn postgres_user() -> anyhow::Result<(u32, u32)> {
-    let name = std::ffi::CString::new("postgres")?;
-    // SAFETY: getpwnam returns null or a pointer to static storage, read at once.
-    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
-    if pw.is_null() {
-        bail!("running as root but there is no `postgres` user to run PostgreSQL as");
-    }
-    // SAFETY: a non-null result of getpwnam, read before any other libc call.
-    Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
-}
-
-/// moto's S3 server (`.venv/bin/moto_server`, PyPI `moto[server]`) on a free loopback port,
-/// objects in memory; killed on drop like any [`Proc`]. It accepts any credentials (signed
-/// requests are still sent) and, in server mode, an unsigned `PUT /BUCKET` to create a bucket.
+/// moto's S3 server ([`arca_test_servers::Moto`]) with the buckets a test asked for; killed
+/// on drop. It accepts any credentials (signed requests are still sent).
 pub struct Moto {
-    pub proc: Proc,
     /// `http://127.0.0.1:PORT`
     pub endpoint: String,
+    _server: arca_test_servers::Moto,
 }
 
 impl Moto {
-    /// Starts the server, waits until it answers (the Python import takes a few seconds on a
-    /// busy machine) and creates `buckets`.
+    /// Starts the server, waits until it answers and creates `buckets`.
     pub async fn start(buckets: &[&str]) -> anyhow::Result<Self> {
-        let addr = free_addr();
-        let (host, port) = addr.split_once(':').context("free_addr is HOST:PORT")?;
-        let mut cmd = Command::new(venv_bin("moto_server"));
-        cmd.args(["-H", host, "-p", port]);
-        let mut moto = Self {
-            proc: Proc::spawn(cmd)?,
-            endpoint: format!("http://{addr}"),
-        };
-        let answered = eventually(Duration::from_secs(60), "moto_server answers", || {
-            let exited = moto.proc.has_exited();
-            let addr = &addr;
-            async move {
-                if exited {
-                    bail!("moto_server exited");
-                }
-                Ok((get(addr, "/", &[]).await?.status == 200).then_some(()))
-            }
-        })
-        .await;
-        answered.with_context(|| format!("moto_server stderr:\n{}", moto.proc.stderr_tail(20)))?;
+        let server = arca_test_servers::Moto::start().await?;
         for bucket in buckets {
-            let made = send(&addr, "PUT", &format!("/{bucket}"), &[], "").await?;
-            if made.status != 200 {
-                bail!("creating bucket {bucket}: {} {}", made.status, made.text());
-            }
+            server.create_bucket(bucket).await?;
         }
-        Ok(moto)
+        Ok(Self {
+            endpoint: server.endpoint().to_owned(),
+            _server: server,
+        })
     }
 }
 

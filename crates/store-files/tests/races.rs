@@ -8,7 +8,7 @@
 //!   learn the offset that won and leave no part behind; the committed file is exactly the
 //!   winners' bytes in order.
 //!
-//! PostgreSQL is the private server of `support/pg.rs` (the test fails when it is
+//! PostgreSQL is a private server (`arca_test_servers::Postgres`; the test fails when it is
 //! missing). SQLite has a single writer per database and cannot race.
 
 mod support;
@@ -74,8 +74,8 @@ async fn lock_round(stores: &[Store; 2], locks: Vec<Lock>) -> (usize, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_exclusive_locks_through_two_pools_grant_exactly_one() {
-    let pg = support::pg::postgres_for_tests();
-    let url = pg.fresh_database().await;
+    let pg = arca_test_servers::postgres_for_tests().await;
+    let url = pg.fresh_database().await.expect("fresh database");
     let tmp = tempfile::tempdir().expect("temp dir");
     let stores = two_instances(&url, &tmp.path().join("blobs")).await;
     let space = stores[0].personal_space("alice").await.expect("space");
@@ -127,13 +127,13 @@ async fn concurrent_exclusive_locks_through_two_pools_grant_exactly_one() {
     for s in &stores {
         s.close().await;
     }
-    pg.drop_database(&url).await;
+    pg.drop_database(&url).await.expect("drop database");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
-    let pg = support::pg::postgres_for_tests();
-    let url = pg.fresh_database().await;
+    let pg = arca_test_servers::postgres_for_tests().await;
+    let url = pg.fresh_database().await.expect("fresh database");
     let tmp = tempfile::tempdir().expect("temp dir");
     let blobs = tmp.path().join("blobs");
     let stores = two_instances(&url, &blobs).await;
@@ -225,5 +225,5 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
     for s in &stores {
         s.close().await;
     }
-    pg.drop_database(&url).await;
+    pg.drop_database(&url).await.expect("drop database");
 }

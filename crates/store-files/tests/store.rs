@@ -3,7 +3,8 @@
 //! Every scenario (in `scenarios/`) runs on SQLite (one test each, in parallel; and again on a
 //! store caching path resolutions as storage-users opens it, `sqlite_sole_writer`) and on
 //! PostgreSQL (one test, `postgres`, running all scenarios in turn, each on a fresh database of a
-//! private server — see `support/pg.rs`; it fails when PostgreSQL is missing). `s3.rs` runs the blob scenarios against an S3 server.
+//! private server — see `arca_test_servers::Postgres`; it fails when PostgreSQL is missing).
+//! `s3.rs` runs the blob scenarios against an S3 server.
 
 mod scenarios;
 mod support;
@@ -35,15 +36,15 @@ macro_rules! scenarios {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn postgres() {
-            let pg = support::pg::postgres_for_tests();
+            let pg = arca_test_servers::postgres_for_tests().await;
             $(
                 eprintln!("postgres: {}", stringify!($name));
-                let url = pg.fresh_database().await;
+                let url = pg.fresh_database().await.expect("fresh database");
                 let ctx = Ctx::with_url(&url).await;
                 scenarios::$name(&ctx).await;
                 ctx.store.close().await;
                 drop(ctx);
-                pg.drop_database(&url).await;
+                pg.drop_database(&url).await.expect("drop database");
             )*
         }
     };

@@ -1,6 +1,6 @@
 //! The trash bin and file versions on real databases and real blob stores: each scenario runs
 //! on SQLite (one test each), on PostgreSQL (one test running them all on fresh databases of a
-//! private server, see `support/pg.rs`) and, for those that free bytes, on S3 (`moto_server`,
+//! private server, see `arca_test_servers::Postgres`) and, for those that free bytes, on S3 (`moto_server`,
 //! see `support/s3.rs`). Stores are opened as storage-users opens its own: trash on, versions
 //! kept.
 
@@ -35,15 +35,15 @@ macro_rules! scenarios {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn postgres() {
-            let pg = support::pg::postgres_for_tests();
+            let pg = arca_test_servers::postgres_for_tests().await;
             $(
                 eprintln!("postgres: {}", stringify!($name));
-                let url = pg.fresh_database().await;
+                let url = pg.fresh_database().await.expect("fresh database");
                 let ctx = Ctx::undo(Some(&url), None, rules()).await;
                 $name(&ctx).await;
                 ctx.store.close().await;
                 drop(ctx);
-                pg.drop_database(&url).await;
+                pg.drop_database(&url).await.expect("drop database");
             )*
         }
     };

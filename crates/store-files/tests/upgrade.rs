@@ -1,6 +1,6 @@
 //! Databases made before the split into owners open with the owners' stores, keep their data
 //! and end up with only their owners' tables (see `arca_store::schema`), on SQLite and on a
-//! private PostgreSQL (see `support/pg.rs`).
+//! private PostgreSQL (see `arca_test_servers::Postgres`).
 //!
 //! The pre-split databases are made as the code before the split made them: its migration set,
 //! kept verbatim under `fixtures/pre-split-migrations`, run by sqlx into `_sqlx_migrations`;
@@ -365,19 +365,19 @@ async fn sqlite_older() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let pg = support::pg::postgres_for_tests();
+    let pg = arca_test_servers::postgres_for_tests().await;
     let tmp = tempfile::tempdir().unwrap();
     let blobs = tmp.path().join("blobs");
-    let url = pg.fresh_database().await;
+    let url = pg.fresh_database().await.expect("fresh database");
     users_database(&url, &blobs, None).await;
-    pg.drop_database(&url).await;
-    let url = pg.fresh_database().await;
+    pg.drop_database(&url).await.expect("drop database");
+    let url = pg.fresh_database().await.expect("fresh database");
     users_database(&url, &blobs, Some(20)).await;
-    pg.drop_database(&url).await;
-    let url = pg.fresh_database().await;
+    pg.drop_database(&url).await.expect("drop database");
+    let url = pg.fresh_database().await.expect("fresh database");
     system_database(&url).await;
-    pg.drop_database(&url).await;
-    let url = pg.fresh_database().await;
+    pg.drop_database(&url).await.expect("drop database");
+    let url = pg.fresh_database().await.expect("fresh database");
     shared_database(&url, &blobs).await;
-    pg.drop_database(&url).await;
+    pg.drop_database(&url).await.expect("drop database");
 }

@@ -1,5 +1,5 @@
 //! The identity tables (groups, app tokens, the credential change feed) on both databases: the
-//! same scenario on SQLite and on a private PostgreSQL (see `support/pg.rs`), including the
+//! same scenario on SQLite and on a private PostgreSQL (see `arca_test_servers::Postgres`), including the
 //! property storage-system relies on: concurrent credential changes get gapless generations
 //! whose events are all readable once the counter shows them.
 
@@ -131,11 +131,11 @@ async fn sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let pg = support::pg::postgres_for_tests();
-    let url = pg.fresh_database().await;
+    let pg = arca_test_servers::postgres_for_tests().await;
+    let url = pg.fresh_database().await.expect("fresh database");
     let ctx = Ctx::with_url(&url).await;
     identity_scenario(&ctx.store).await;
     ctx.store.close().await;
     drop(ctx);
-    pg.drop_database(&url).await;
+    pg.drop_database(&url).await.expect("drop database");
 }

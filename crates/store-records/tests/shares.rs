@@ -1,5 +1,5 @@
 //! Share records on both databases: the same scenario on SQLite and on a private PostgreSQL
-//! (see `support/pg.rs`), so the 0010 migration and the dynamically built filters hold on each.
+//! (see `arca_test_servers::Postgres`), so the 0010 migration and the dynamically built filters hold on each.
 
 mod support;
 
@@ -93,11 +93,11 @@ async fn sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let pg = support::pg::postgres_for_tests();
-    let url = pg.fresh_database().await;
+    let pg = arca_test_servers::postgres_for_tests().await;
+    let url = pg.fresh_database().await.expect("fresh database");
     let ctx = Ctx::with_url(&url).await;
     shares_scenario(&ctx.store).await;
     ctx.store.close().await;
     drop(ctx);
-    pg.drop_database(&url).await;
+    pg.drop_database(&url).await.expect("drop database");
 }

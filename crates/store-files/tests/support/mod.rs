@@ -4,9 +4,6 @@
 
 #![allow(dead_code)]
 
-// The private PostgreSQL launcher is arca-store's, shared with arca-store-records' tests.
-#[path = "../../../store/tests/support/pg.rs"]
-pub mod pg;
 pub mod s3;
 
 use std::path::{Path, PathBuf};

@@ -1,10 +1,7 @@
-//! Shared test plumbing: records on a fresh SQLite file or a fresh PostgreSQL database.
+//! Shared test plumbing: records on a fresh SQLite file or a fresh PostgreSQL database (of
+//! `arca_test_servers::postgres_for_tests`).
 
 #![allow(dead_code)]
-
-// The private PostgreSQL launcher is arca-store's, shared with arca-store-files' tests.
-#[path = "../../../store/tests/support/pg.rs"]
-pub mod pg;
 
 use arca_store_records::{Records, RecordsConfig};
 
