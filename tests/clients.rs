@@ -548,6 +548,42 @@ async fn propfind_status(addr: &str, path: &str) -> anyhow::Result<u16> {
     Ok(r.status)
 }
 
+/// The admin's trash: (key, original location) per item, from the oCIS trash-bin PROPFIND.
+async fn trash_locations(addr: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let body = r#"<?xml version="1.0"?><d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><oc:trashbin-original-location/></d:prop></d:propfind>"#;
+    let root = "/remote.php/dav/trash-bin/admin/";
+    let r = send(
+        addr,
+        "PROPFIND",
+        root,
+        &[("authorization", AUTH), ("depth", "1")],
+        body,
+    )
+    .await?;
+    ensure!(
+        r.status == 207,
+        "PROPFIND {root}: {} {}",
+        r.status,
+        r.text()
+    );
+    let text = r.text();
+    let mut items = Vec::new();
+    for response in text.split("<d:response>").skip(1) {
+        let href = between(response, "<d:href>", "</d:href>").context("href")?;
+        let key = percent_decode_str(href.trim_end_matches('/').rsplit('/').next().unwrap_or(""))
+            .decode_utf8()?
+            .into_owned();
+        if let Some(location) = between(
+            response,
+            "<oc:trashbin-original-location>",
+            "</oc:trashbin-original-location>",
+        ) {
+            items.push((key, xml_unescape(location)));
+        }
+    }
+    Ok(items)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Test trees
 
@@ -754,7 +790,17 @@ async fn rclone_copies_checks_syncs_moves_deletes_and_purges() -> anyhow::Result
     }
     assert!(kept >= 10, "only {kept} entries under {moved_from}");
 
-    // delete removes the files and leaves the folders.
+    // delete removes the files and leaves the folders; each file lands in the trash, where
+    // one MOVE brings it back byte for byte.
+    let doomed: Vec<String> = files_only(&listing.tree)
+        .into_keys()
+        .filter(|p| p.starts_with("hash#tag/"))
+        .collect();
+    ensure!(
+        doomed.len() >= 5,
+        "too few files under hash#tag: {doomed:?}"
+    );
+    let trashed_before = trash_locations(&addr).await?.len();
     rc.run(&["delete", "arca:rc/hash#tag"]).await?;
     let left = rc
         .run(&["lsf", "-R", "--files-only", "arca:rc/hash#tag"])
@@ -771,6 +817,53 @@ async fn rclone_copies_checks_syncs_moves_deletes_and_purges() -> anyhow::Result
     assert_eq!(
         propfind_status(&addr, &format!("{root}/hash#tag")).await?,
         207
+    );
+    let trash = trash_locations(&addr).await?;
+    assert_eq!(trash.len(), trashed_before + doomed.len(), "{trash:?}");
+    for p in &doomed {
+        ensure!(
+            trash
+                .iter()
+                .any(|(_, location)| location == &format!("rc/{p}")),
+            "rc/{p} is not in the trash: {trash:?}"
+        );
+    }
+    let (key, location) = trash
+        .iter()
+        .find(|(_, l)| l == &format!("rc/{}", doomed[0]))
+        .context("the first deleted file's trash entry")?;
+    let moved = send(
+        &addr,
+        "MOVE",
+        &format!("/remote.php/dav/trash-bin/admin/{key}"),
+        &[
+            ("authorization", AUTH),
+            (
+                "destination",
+                &encode(&format!("/remote.php/dav/files/admin/{location}")),
+            ),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(moved.status, 201, "restore of {location}: {}", moved.text());
+    let got = send(
+        &addr,
+        "GET",
+        &encode(&format!("{root}/{}", doomed[0])),
+        &[("authorization", AUTH)],
+        "",
+    )
+    .await?;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        Some(&Entry::File {
+            size: got.body.len() as u64,
+            sha1: sha1_hex(&got.body)
+        }),
+        listing.tree.get(&doomed[0]),
+        "{} restored byte for byte",
+        doomed[0]
     );
 
     // purge removes the folder itself.
@@ -1673,4 +1766,142 @@ async fn rclone_with_nextcloud_chunking_copies_and_checks() -> anyhow::Result<()
     .await?;
     eprintln!("rclone 1.75 vendor nextcloud: copy {:.1?}", copy.took);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A sync client's mass delete, undone (issue 32)
+
+/// The client of a mass-delete run.
+enum Syncer {
+    Owncloud(Owncloudcmd),
+    Nextcloud(Nextcloudcmd),
+}
+
+impl Syncer {
+    async fn sync(&self, local: &Path, folder: &str) -> anyhow::Result<Ran> {
+        match self {
+            Syncer::Owncloud(c) => c.sync(local, folder).await,
+            Syncer::Nextcloud(c) => c.sync(local, folder).await,
+        }
+    }
+}
+
+/// A 2,000-file tree goes up; the local copy is wiped (a wrong sync root, a lost disk) and
+/// the next sync deletes it all on the server; the server flags the burst, one call restores
+/// it, and the next sync brings every file back, byte for byte.
+///
+/// With `keep`, one top-level file survives the wipe: nextcloudcmd (3.7) asks whether to
+/// delete when every file of the folder is gone and, run non-interactively, waits for the
+/// answer forever; a wipe that spares one file is the same burst to the server.
+async fn mass_delete_is_undone(
+    make: impl FnOnce(&TempDir, &str) -> anyhow::Result<Syncer>,
+    keep: Option<&str>,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let addr = server.public.clone();
+    let client = make(&dir, &addr)?;
+    mkcol(&addr, "mass").await?;
+    let local = dir.join("mass-local");
+    make_tree(&local, 2000, "docs/big.bin", 300_000)?;
+    if let Some(name) = keep {
+        write(&local, name, b"spared by the wipe")?;
+    }
+    client.sync(&local, "mass").await?;
+    eprintln!("mass delete: uploaded in {:.1?}", started.elapsed());
+    let want = local_tree(&local)?;
+    let files = files_only(&want).len();
+    assert_same_tree(
+        &want,
+        &server_listing(&addr, "/remote.php/webdav/mass").await?.tree,
+        "after the upload",
+    );
+
+    for entry in std::fs::read_dir(&local)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_client_metadata(&name) || keep == Some(name.as_str()) {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    client.sync(&local, "mass").await?;
+    eprintln!("mass delete: deleted by {:.1?}", started.elapsed());
+    let left = server_listing(&addr, "/remote.php/webdav/mass").await?.tree;
+    ensure!(
+        left.len() == usize::from(keep.is_some()),
+        "the client's deletes reached the server: {} left",
+        left.len()
+    );
+    let deleted = files - usize::from(keep.is_some());
+
+    let admin = [("authorization", AUTH)];
+    let listed = send(&addr, "GET", "/api/v1/trash/bursts", &admin, "").await?;
+    ensure!(listed.status == 200, "{}", listed.text());
+    let listed = listed.json()?;
+    let bursts = listed["value"].as_array().cloned().unwrap_or_default();
+    ensure!(bursts.len() == 1, "one burst: {listed}");
+    let burst = &bursts[0];
+    assert_eq!(burst["files"].as_u64(), Some(deleted as u64), "{burst}");
+    assert!(
+        burst["client"]
+            .as_str()
+            .is_some_and(|c| c.contains("mirall")),
+        "the desktop client is named: {burst}"
+    );
+    let id = burst["id"].as_str().context("burst id")?;
+    let restored = send(
+        &addr,
+        "POST",
+        &format!("/api/v1/trash/bursts/{id}/restore"),
+        &admin,
+        "",
+    )
+    .await?;
+    ensure!(restored.status == 200, "{}", restored.text());
+    let tally = restored.json()?;
+    assert_eq!(tally["files"].as_u64(), Some(deleted as u64), "{tally}");
+    assert_eq!(tally["restored"], burst["items"], "{tally}");
+
+    client.sync(&local, "mass").await?;
+    assert_same_tree(
+        &want,
+        &local_tree(&local)?,
+        "after the restore and one more sync",
+    );
+    assert_no_errors(&server, 0, &[], "mass delete").await?;
+    eprintln!(
+        "mass delete of {deleted} files undone in {:.1?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn owncloudcmd_mass_delete_is_undone_in_one_call() -> anyhow::Result<()> {
+    mass_delete_is_undone(
+        |dir, addr| Ok(Syncer::Owncloud(Owncloudcmd::new(dir, addr)?)),
+        None,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn nextcloudcmd_mass_delete_is_undone_in_one_call() -> anyhow::Result<()> {
+    mass_delete_is_undone(
+        |dir, addr| {
+            Ok(Syncer::Nextcloud(Nextcloudcmd::new(
+                dir,
+                addr,
+                "nextcloud-home",
+            )?))
+        },
+        Some("keep.txt"),
+    )
+    .await
 }
