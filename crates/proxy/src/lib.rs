@@ -3,9 +3,12 @@
 //! It streams request and response bodies through without buffering, gives every request an
 //! id (`X-Request-Id`, kept when the client sent a sane one), and writes one access-log line per
 //! request. It authenticates every request but the anonymous ones (`arca_proto::routes`:
-//! status.php, capabilities, upload URLs, public links) and CORS preflights, with HTTP Basic
-//! or an OIDC Bearer token, and hands the frontend a signed identity token in place of the
-//! client's credentials.
+//! status.php, capabilities, upload URLs, public links, the web app's page and files) and CORS
+//! preflights, with HTTP Basic, an OIDC Bearer token or the web app's session cookie
+//! ([`session`], which also answers the login form), and hands the frontend a signed identity
+//! token in place of the client's credentials. Browsers never get a Basic challenge from it
+//! for the web app's calls (`X-Requested-With: XMLHttpRequest`, or a session cookie): a
+//! browser would show its own password prompt.
 //!
 //! As the public edge it also speaks TLS when given a certificate ([`tls`]), bounds what one
 //! client can make it hold ([`limits`]: head size, body size, slow or idle connections) and
@@ -16,6 +19,7 @@ mod cors;
 mod limits;
 mod linger;
 mod oidc;
+mod session;
 pub mod tls;
 
 use std::time::Instant;
@@ -43,6 +47,8 @@ pub struct Proxy {
     oidc: Option<arca_config::ProxyOidc>,
     /// `proxy.auth.basic`: whether passwords are taken over Basic (app tokens always are).
     passwords: bool,
+    /// `proxy.auth.session_ttl`: how long a web app login lasts.
+    session_ttl: std::time::Duration,
 }
 
 impl Proxy {
@@ -58,6 +64,7 @@ impl Proxy {
             cors: cors::Cors::new(&config.proxy.cors.allowed_origins),
             oidc: config.proxy.oidc.clone(),
             passwords: config.proxy.auth.basic,
+            session_ttl: config.proxy.auth.session_ttl,
         }
     }
 }
@@ -104,7 +111,14 @@ impl Service for Proxy {
                 }
                 None => None,
             };
+            let sessions = session::Sessions::new(
+                ctx.channel("storage-system"),
+                ctx.signer().clone(),
+                self.session_ttl,
+                edge.tls.is_some(),
+            );
             let state = ProxyState {
+                sessions,
                 frontend: ctx.channel("frontend"),
                 auth,
                 oidc,
@@ -137,6 +151,7 @@ const HOP_BY_HOP: [&str; 8] = [
 #[derive(Clone)]
 struct ProxyState {
     frontend: Channel,
+    sessions: session::Sessions,
     auth: auth::Authenticator,
     oidc: Option<oidc::Oidc>,
     cors: cors::Cors,
@@ -269,15 +284,31 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
     }
 
+    let peer = req
+        .extensions()
+        .get::<arca_transport::PeerAddr>()
+        .and_then(|p| p.0)
+        .map(|a| a.ip());
+    if path == routes::SESSION {
+        return state.sessions.handle(&state.auth, req, peer).await;
+    }
+    // The session cookie is a credential: it stops here, whatever the path.
+    let cookie = session::SessionCookie::from_headers(req.headers());
+    session::strip_cookie(req.headers_mut());
+    // A browser's own password prompt must not come up for the web app: its calls say who
+    // they are, and a session cookie means a browser that logs in with the app's form.
+    let browser = cookie.is_some()
+        || req
+            .headers()
+            .get(X_REQUESTED_WITH)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"XMLHttpRequest"));
+
     if !routes::is_anonymous(path) {
         let authorization = req.headers().get(header::AUTHORIZATION);
-        let peer = req
-            .extensions()
-            .get::<arca_transport::PeerAddr>()
-            .and_then(|p| p.0)
-            .map(|a| a.ip());
-        let verified = match (oidc::bearer_token(authorization), &state.oidc) {
-            (Some(token), Some(oidc)) => {
+        // The cookie counts only when the request brings no credentials of its own.
+        let by_cookie = cookie.as_ref().filter(|_| authorization.is_none());
+        let verified = match (oidc::bearer_token(authorization), &state.oidc, by_cookie) {
+            (Some(token), Some(oidc), _) => {
                 oidc.authenticate(token, peer).await.map_err(|e| match e {
                     oidc::BearerError::Invalid(why) => {
                         // The reason only: the token itself is a credential.
@@ -288,6 +319,21 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
                     oidc::BearerError::Throttled(wait) => auth::AuthError::Throttled(wait),
                 })
             }
+            (_, _, Some(cookie)) => {
+                let verified = state
+                    .auth
+                    .authenticate_session(&cookie.username, &cookie.secret)
+                    .await;
+                if verified.is_ok()
+                    && let Some(refused) =
+                        state
+                            .sessions
+                            .check_csrf(req.method(), req.headers(), cookie)
+                {
+                    return refused;
+                }
+                verified
+            }
             _ => state.auth.authenticate(authorization, peer).await,
         };
         match verified {
@@ -296,7 +342,7 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
                 req.headers_mut().insert(IDENTITY_HEADER, token);
             }
             Err(auth::AuthError::Missing | auth::AuthError::Invalid) => {
-                return challenge(req.headers());
+                return challenge(req.headers(), browser);
             }
             Err(auth::AuthError::Throttled(wait)) => {
                 let secs = wait.as_secs().max(1);
@@ -338,15 +384,25 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
 /// Tells the frontend which scheme the client used.
 const X_FORWARDED_PROTO: header::HeaderName = header::HeaderName::from_static("x-forwarded-proto");
 
-/// 401 with the two challenges oCIS sends; the realm is the Host the client used.
-fn challenge(headers: &HeaderMap) -> Response {
+/// Sent by the web app's fetch() calls (and by other browser apps): no Basic challenge then.
+const X_REQUESTED_WITH: header::HeaderName = header::HeaderName::from_static("x-requested-with");
+
+/// 401 with the two challenges oCIS sends; the realm is the Host the client used. To a
+/// `browser` only the Bearer one: a Basic challenge makes browsers show their own password
+/// prompt (or fail with ERR_INVALID_AUTH_CREDENTIALS) over the web app, which has its form.
+fn challenge(headers: &HeaderMap, browser: bool) -> Response {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .filter(|h| h.bytes().all(|b| b.is_ascii_graphic() && b != b'"'))
         .unwrap_or("arca");
     let mut response = (StatusCode::UNAUTHORIZED, "authentication required\n").into_response();
-    for scheme in ["Bearer", "Basic"] {
+    let schemes: &[&str] = if browser {
+        &["Bearer"]
+    } else {
+        &["Bearer", "Basic"]
+    };
+    for scheme in schemes {
         let value = format!("{scheme} realm=\"{host}\", charset=\"UTF-8\"");
         if let Ok(v) = HeaderValue::from_str(&value) {
             response.headers_mut().append(header::WWW_AUTHENTICATE, v);

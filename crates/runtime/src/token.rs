@@ -44,13 +44,16 @@ pub enum Login {
     AppToken,
     /// An OpenID Connect Bearer token.
     Oidc,
+    /// The web app's session cookie, made by a login with the user's password (every
+    /// state-changing request with it also carries the session's CSRF token).
+    Session,
 }
 
 impl Login {
     /// Whether this login may manage the user's credentials (app tokens): an app token
     /// given to a sync client must not be able to mint or revoke others.
     pub fn manages_credentials(self) -> bool {
-        matches!(self, Login::Password | Login::Oidc)
+        matches!(self, Login::Password | Login::Oidc | Login::Session)
     }
 }
 
@@ -143,6 +146,13 @@ impl TokenSigner {
             return Err(TokenError::Expired);
         }
         Ok((envelope.claims, envelope.exp))
+    }
+
+    /// A MAC of `data` for `purpose`, base64url: a value anyone holding the process secret
+    /// can recompute (every proxy replica), and no one else can forge (the web app's CSRF
+    /// token is that of its session).
+    pub fn tag(&self, purpose: &str, data: &str) -> String {
+        B64.encode(self.mac(purpose, data).finalize().into_bytes())
     }
 
     pub fn sign_identity(&self, identity: &Identity, ttl: Duration) -> String {

@@ -1,0 +1,95 @@
+// The session and every request the app makes: the session cookie goes along by itself
+// (same origin); each request says it comes from a script (X-Requested-With), so a 401 never
+// carries a Basic challenge that would open the browser's own password prompt; each request
+// that may change something carries the session's CSRF token.
+
+const SESSION = "/api/v1/session";
+const SAFE = new Set(["GET", "HEAD", "OPTIONS", "PROPFIND"]);
+
+/** Who is logged in: {user, displayName, csrf}, or null. */
+export const session = { current: null };
+
+/** An HTTP failure the app can show: `message` is one line for a person. */
+export class HttpError extends Error {
+  constructor(status, message, retryAfter) {
+    super(message);
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** Headers every request of the app carries, plus `extra`. */
+export function headers(method, extra = {}) {
+  const h = { "X-Requested-With": "XMLHttpRequest", ...extra };
+  if (!SAFE.has(method) && session.current) h["X-CSRF-Token"] = session.current.csrf;
+  return h;
+}
+
+/** fetch() with the app's headers; a 401 means the session ended (an event tells the app). */
+export async function request(method, url, { headers: extra = {}, body } = {}) {
+  const resp = await fetch(url, {
+    method,
+    headers: headers(method, extra),
+    body,
+    credentials: "same-origin",
+    cache: "no-store",
+  });
+  if (resp.status === 401 && session.current) {
+    session.current = null;
+    window.dispatchEvent(new CustomEvent("arca:session-ended"));
+  }
+  return resp;
+}
+
+/** The first line of a failed answer's text, or `fallback`. */
+export async function failure(resp, fallback) {
+  let text = "";
+  try {
+    text = await resp.text();
+  } catch {
+    // The reason is lost with the body; the status still says something.
+  }
+  let line = text.trim().split("\n")[0];
+  if (line.startsWith("{")) {
+    try {
+      line = JSON.parse(text).error || "";
+    } catch {
+      line = "";
+    }
+  }
+  if (line.startsWith("<")) {
+    // WebDAV errors are XML: the message element is what a person can read.
+    const doc = new DOMParser().parseFromString(text, "application/xml");
+    const m = doc.getElementsByTagNameNS("http://sabredav.org/ns", "message")[0];
+    line = m ? m.textContent : "";
+  }
+  const retry = Number(resp.headers.get("Retry-After")) || undefined;
+  return new HttpError(resp.status, line || `${fallback} (HTTP ${resp.status})`, retry);
+}
+
+/** Logs in; the cookie is set by the answer, the CSRF token kept here. */
+export async function login(user, password) {
+  const resp = await request("POST", SESSION, {
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ user, password }),
+  });
+  if (!resp.ok) throw await failure(resp, "Login failed");
+  session.current = await resp.json();
+  return session.current;
+}
+
+/** The session the cookie stands for, if any. */
+export async function whoami() {
+  const resp = await request("GET", SESSION);
+  if (resp.status === 401) return null;
+  if (!resp.ok) throw await failure(resp, "Cannot reach the server");
+  session.current = await resp.json();
+  return session.current;
+}
+
+/** Ends the session on the server (the cookie stops working everywhere). */
+export async function logout() {
+  const resp = await request("DELETE", SESSION);
+  session.current = null;
+  if (!resp.ok) throw await failure(resp, "Logout failed");
+}

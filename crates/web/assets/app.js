@@ -1,0 +1,357 @@
+// arca's web app: the login form, then the user's files. The folder shown is in the URL's
+// hash (`#/files/a/b`), so the browser's back and forward buttons walk the folders visited.
+
+import * as api from "./api.js";
+import * as dav from "./dav.js";
+import { upload } from "./tus.js";
+import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  path: "/",
+  entries: [],
+  sort: { key: "name", dir: 1 },
+  /** Bumped per listing: a slow answer for a folder left meanwhile is dropped. */
+  generation: 0,
+};
+
+// ------------------------------------------------------------------------- login
+
+function showLogin(message) {
+  $("files").hidden = true;
+  $("who").hidden = true;
+  $("logout").hidden = true;
+  $("login").hidden = false;
+  showLoginError(message);
+  $("login-user").focus();
+}
+
+function showLoginError(message) {
+  const el = $("login-error");
+  el.textContent = message || "";
+  el.hidden = !message;
+}
+
+async function onLogin(event) {
+  event.preventDefault();
+  const user = $("login-user").value.trim();
+  const password = $("login-password").value;
+  if (!user || !password) {
+    showLoginError("Enter your user name and password.");
+    return;
+  }
+  const button = $("login-submit");
+  button.disabled = true;
+  try {
+    await api.login(user, password);
+    $("login-password").value = "";
+    showLoginError("");
+    enter();
+  } catch (e) {
+    if (e.status === 429) {
+      showLoginError(`Too many failed logins: try again in ${e.retryAfter ?? "a few"} s.`);
+    } else if (e.status === 401) {
+      showLoginError("Wrong user name or password.");
+    } else {
+      showLoginError(e.message || "Login failed.");
+    }
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function onLogout() {
+  try {
+    await api.logout();
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  history.replaceState(null, "", "/");
+  showLogin("");
+}
+
+/** Logged in: the header, then the folder the URL names. */
+function enter() {
+  const me = api.session.current;
+  $("login").hidden = true;
+  $("files").hidden = false;
+  $("who").textContent = me.displayName || me.user;
+  $("who").hidden = false;
+  $("logout").hidden = false;
+  if (!location.hash.startsWith("#/files")) history.replaceState(null, "", "#/files/");
+  route();
+}
+
+// ------------------------------------------------------------------------- files
+
+/** The folder path in the hash, decoded. */
+function pathFromHash() {
+  const raw = location.hash.replace(/^#\/files/, "") || "/";
+  try {
+    return decodeURIComponent(raw) || "/";
+  } catch {
+    return "/";
+  }
+}
+
+function hashFor(path) {
+  return `#/files${path.split("/").map(encodeURIComponent).join("/") || "/"}`;
+}
+
+function go(path) {
+  location.hash = hashFor(path);
+}
+
+async function route() {
+  if (!api.session.current) return;
+  state.path = pathFromHash();
+  await refresh();
+  $("main").focus({ preventScroll: true });
+}
+
+async function refresh() {
+  const generation = ++state.generation;
+  const me = api.session.current;
+  renderCrumbs();
+  try {
+    const entries = await dav.list(me.user, state.path);
+    if (generation !== state.generation) return;
+    state.entries = entries;
+    renderList();
+  } catch (e) {
+    if (generation !== state.generation || e.status === 401) return;
+    state.entries = [];
+    renderList();
+    announce(e.message, "error");
+  }
+}
+
+function renderCrumbs() {
+  const parts = state.path.split("/").filter(Boolean);
+  const items = [h("li", {}, crumb("Home", "/", parts.length === 0))];
+  parts.forEach((name, i) => {
+    const path = `/${parts.slice(0, i + 1).join("/")}`;
+    items.push(h("li", {}, crumb(name, path, i === parts.length - 1)));
+  });
+  $("crumbs").replaceChildren(h("ol", {}, items));
+}
+
+function crumb(label, path, current) {
+  return current
+    ? h("span", { "aria-current": "page" }, label)
+    : h("a", { href: hashFor(path) }, label);
+}
+
+function compare(a, b) {
+  // Folders first whatever the order, as file managers do.
+  if (a.folder !== b.folder) return a.folder ? -1 : 1;
+  const { key, dir } = state.sort;
+  let c = 0;
+  if (key === "size") c = (a.size ?? -1) - (b.size ?? -1);
+  else if (key === "modified") c = (a.modified ?? 0) - (b.modified ?? 0);
+  if (c === 0) c = a.name.localeCompare(b.name, undefined, { numeric: true, sensitivity: "base" });
+  return c * dir;
+}
+
+function kind(entry) {
+  if (entry.folder) return "folder";
+  if (entry.type.startsWith("image/")) return "image";
+  if (entry.type.startsWith("text/")) return "text";
+  return "file";
+}
+
+function renderList() {
+  for (const th of document.querySelectorAll("#file-list th[aria-sort], #file-list th")) {
+    const key = th.querySelector("button.sort")?.dataset.key;
+    if (!key) continue;
+    if (key === state.sort.key) th.setAttribute("aria-sort", state.sort.dir > 0 ? "ascending" : "descending");
+    else th.removeAttribute("aria-sort");
+  }
+  const rows = [...state.entries].sort(compare).map(row);
+  document.querySelector("#file-list tbody").replaceChildren(...rows);
+  $("empty").hidden = rows.length > 0;
+}
+
+function row(entry) {
+  const me = api.session.current;
+  const path = dav.join(state.path, entry.name);
+  const name = entry.folder
+    ? h("a", { href: hashFor(path), class: "file-name" }, icon(kind(entry)), h("span", {}, entry.name))
+    : h(
+        "a",
+        { href: dav.url(me.user, path), download: entry.name, class: "file-name" },
+        icon(kind(entry)),
+        h("span", {}, entry.name),
+      );
+  const actions = h(
+    "td",
+    { class: "col-actions" },
+    entry.folder
+      ? null
+      : h(
+          "a",
+          { class: "icon-button", href: dav.url(me.user, path), download: entry.name, "aria-label": `Download ${entry.name}` },
+          icon("download", 18),
+        ),
+    h(
+      "button",
+      { type: "button", class: "icon-button", "aria-label": `Rename ${entry.name}`, onclick: () => startRename(entry, tr) },
+      icon("rename", 18),
+    ),
+    h(
+      "button",
+      { type: "button", class: "icon-button", "aria-label": `Delete ${entry.name}`, onclick: () => remove(entry) },
+      icon("delete", 18),
+    ),
+  );
+  const tr = h(
+    "tr",
+    { dataset: { name: entry.name } },
+    h("td", { class: "col-name" }, name),
+    h("td", { class: "col-size" }, formatSize(entry.size)),
+    h("td", { class: "col-modified" }, formatDate(entry.modified)),
+    actions,
+  );
+  return tr;
+}
+
+/** Rename in place: the name cell becomes a small form. */
+function startRename(entry, tr) {
+  const cell = tr.querySelector(".col-name");
+  const before = [...cell.childNodes];
+  const input = h("input", { value: entry.name, "aria-label": `New name for ${entry.name}`, class: "rename-input" });
+  const cancel = () => {
+    cell.replaceChildren(...before);
+    cell.querySelector("a")?.focus();
+  };
+  const form = h(
+    "form",
+    {
+      class: "rename",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const to = input.value.trim();
+        if (!to || to === entry.name) return cancel();
+        if (to.includes("/")) return announce("A name cannot contain /.", "error");
+        try {
+          const me = api.session.current;
+          await dav.move(me.user, dav.join(state.path, entry.name), dav.join(state.path, to));
+          announce(`Renamed ${entry.name} to ${to}.`);
+          await refresh();
+        } catch (err) {
+          announce(err.message, "error");
+        }
+      },
+    },
+    input,
+    h("button", { type: "submit", class: "button primary" }, "Save"),
+    h("button", { type: "button", class: "button quiet", onclick: cancel }, "Cancel"),
+  );
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") cancel();
+  });
+  cell.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+async function remove(entry) {
+  const me = api.session.current;
+  try {
+    await dav.remove(me.user, dav.join(state.path, entry.name));
+    announce(`Moved ${entry.name} to the trash.`);
+    await refresh();
+  } catch (e) {
+    announce(e.message, "error");
+  }
+}
+
+function toggleNewFolder(show) {
+  $("new-folder-form").hidden = !show;
+  if (show) {
+    $("new-folder-name").value = "";
+    $("new-folder-name").focus();
+  } else {
+    $("new-folder").focus();
+  }
+}
+
+async function onNewFolder(event) {
+  event.preventDefault();
+  const name = $("new-folder-name").value.trim();
+  if (!name) return;
+  if (name.includes("/")) return announce("A name cannot contain /.", "error");
+  try {
+    await dav.mkcol(api.session.current.user, dav.join(state.path, name));
+    toggleNewFolder(false);
+    announce(`Created folder ${name}.`);
+    await refresh();
+  } catch (e) {
+    announce(e.message, "error");
+  }
+}
+
+async function onUpload() {
+  const input = $("upload-input");
+  const files = [...input.files];
+  input.value = "";
+  const folder = state.path;
+  const me = api.session.current;
+  await Promise.all(
+    files.map(async (file) => {
+      const bar = h("progress", { max: file.size || 1, value: 0, "aria-label": `Uploading ${file.name}` });
+      const label = h("span", { class: "upload-state" }, "0 %");
+      const item = h("li", {}, h("span", { class: "upload-name" }, file.name), bar, label);
+      $("uploads").append(item);
+      try {
+        await upload(file, dav.url(me.user, folder), (sent) => {
+          bar.value = sent;
+          label.textContent = `${file.size ? Math.floor((sent * 100) / file.size) : 100} %`;
+        });
+        bar.value = file.size || 1;
+        label.textContent = "done";
+        item.dataset.state = "done";
+      } catch (e) {
+        label.textContent = e.message;
+        item.dataset.state = "failed";
+      }
+    }),
+  );
+  if (state.path === folder) await refresh();
+  announce(`Uploaded ${files.length} file${files.length === 1 ? "" : "s"}.`);
+}
+
+// ------------------------------------------------------------------------- start
+
+function wire() {
+  $("login-form").addEventListener("submit", onLogin);
+  $("logout").addEventListener("click", onLogout);
+  $("new-folder").addEventListener("click", () => toggleNewFolder($("new-folder-form").hidden));
+  $("new-folder-cancel").addEventListener("click", () => toggleNewFolder(false));
+  $("new-folder-form").addEventListener("submit", onNewFolder);
+  $("upload-input").addEventListener("change", onUpload);
+  for (const b of document.querySelectorAll("button.sort")) {
+    b.addEventListener("click", () => {
+      const key = b.dataset.key;
+      state.sort = { key, dir: state.sort.key === key ? -state.sort.dir : 1 };
+      renderList();
+    });
+  }
+  window.addEventListener("hashchange", route);
+  window.addEventListener("arca:session-ended", () => showLogin("Your session ended: log in again."));
+}
+
+async function start() {
+  wire();
+  try {
+    const me = await api.whoami();
+    if (me) enter();
+    else showLogin("");
+  } catch (e) {
+    showLogin(e.message);
+  }
+  document.body.dataset.ready = "true";
+}
+
+start();

@@ -1,0 +1,91 @@
+// The user's files over WebDAV (RFC 4918), at /remote.php/dav/files/{user}/: list a folder
+// (PROPFIND, Depth 1), make one (MKCOL), rename (MOVE), delete (DELETE: the server moves it to
+// the trash). Paths inside the app are decoded, "/"-separated, "/" for the root.
+
+import { request, failure } from "./api.js";
+
+const DAV = "DAV:";
+
+/** The URL of `path` in `user`'s files, every segment percent-encoded. */
+export function url(user, path) {
+  const segments = path.split("/").filter(Boolean).map(encodeURIComponent);
+  return `/remote.php/dav/files/${encodeURIComponent(user)}/${segments.join("/")}`;
+}
+
+/** `path` joined with one more name. */
+export function join(path, name) {
+  return `${path.replace(/\/$/, "")}/${name}`;
+}
+
+/** The parent folder of `path`. */
+export function parent(path) {
+  const cut = path.replace(/\/$/, "").lastIndexOf("/");
+  return cut <= 0 ? "/" : path.slice(0, cut);
+}
+
+const PROPFIND_BODY = `<?xml version="1.0" encoding="utf-8"?>
+<d:propfind xmlns:d="DAV:"><d:prop><d:resourcetype/><d:getcontentlength/><d:getlastmodified/>
+<d:getcontenttype/><d:getetag/></d:prop></d:propfind>`;
+
+function text(el, name) {
+  const found = el.getElementsByTagNameNS(DAV, name)[0];
+  return found ? found.textContent : "";
+}
+
+/** The entries of the folder `path`: [{name, folder, size, modified (ms), type}]. */
+export async function list(user, path) {
+  const resp = await request("PROPFIND", url(user, path), {
+    headers: { Depth: "1", "Content-Type": "application/xml; charset=utf-8" },
+    body: PROPFIND_BODY,
+  });
+  if (resp.status !== 207) throw await failure(resp, "Cannot list this folder");
+  const doc = new DOMParser().parseFromString(await resp.text(), "application/xml");
+  const self = url(user, path).replace(/\/$/, "");
+  const entries = [];
+  for (const r of doc.getElementsByTagNameNS(DAV, "response")) {
+    const href = text(r, "href");
+    // Hrefs may be absolute URLs or paths; only the path matters.
+    const hrefPath = new URL(href, location.origin).pathname.replace(/\/$/, "");
+    if (hrefPath === self) continue;
+    const last = hrefPath.slice(hrefPath.lastIndexOf("/") + 1);
+    let name;
+    try {
+      name = decodeURIComponent(last);
+    } catch {
+      name = last;
+    }
+    const folder = r.getElementsByTagNameNS(DAV, "collection").length > 0;
+    const modified = Date.parse(text(r, "getlastmodified"));
+    entries.push({
+      name,
+      folder,
+      size: folder ? null : Number(text(r, "getcontentlength")) || 0,
+      modified: Number.isNaN(modified) ? null : modified,
+      type: text(r, "getcontenttype"),
+    });
+  }
+  return entries;
+}
+
+async function expect(resp, ok, what) {
+  if (!ok.includes(resp.status)) throw await failure(resp, what);
+}
+
+export async function mkcol(user, path) {
+  await expect(await request("MKCOL", url(user, path)), [201], "Cannot create the folder");
+}
+
+/** Renames or moves; an existing target is never replaced (`Overwrite: F`). */
+export async function move(user, from, to) {
+  const destination = new URL(url(user, to), location.origin).href;
+  const resp = await request("MOVE", url(user, from), {
+    headers: { Destination: destination, Overwrite: "F" },
+  });
+  if (resp.status === 412) throw await failure(resp, "That name is taken");
+  await expect(resp, [201, 204], "Cannot rename");
+}
+
+/** Deletes `path`: the server keeps it in the trash. */
+export async function remove(user, path) {
+  await expect(await request("DELETE", url(user, path)), [204, 200], "Cannot delete");
+}

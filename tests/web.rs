@@ -1,0 +1,339 @@
+//! The web app against the real `arca` binary: its page and files on the wire (headers,
+//! caching, gzip), the session (login, CSRF, logout, expiry, no Basic challenge to the
+//! browser), then the app itself in a real browser: tests/web/app.py, Playwright driving
+//! Debian's Chromium, which `make deps` installs.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use arca_tests::{HttpResponse, Launch, Server, TempDir, basic, send, send_as};
+
+const PASSWORD: &str = "web-secret";
+const READY: Duration = Duration::from_secs(60);
+/// The browser script's own bound; it takes ~30 s on a quiet machine.
+const BROWSER_BUDGET: Duration = Duration::from_secs(240);
+/// The browser test's login throttle window (see below).
+const THROTTLE_WINDOW: &str = "4s";
+
+async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let mut launch = Launch::arca(dir).env("ARCA_ADMIN_PASSWORD", PASSWORD);
+    for (key, value) in settings {
+        launch = launch.set(key, value);
+    }
+    let mut server = launch.spawn()?;
+    server.wait_ready(READY).await?;
+    Ok(server)
+}
+
+fn admin() -> String {
+    basic("admin", PASSWORD)
+}
+
+/// Logs in through the session endpoint: the cookie pair (`arca_session=…`) and the CSRF token.
+async fn login(addr: &str) -> anyhow::Result<(String, String)> {
+    let body = serde_json::json!({"user": "admin", "password": PASSWORD}).to_string();
+    let r = send(
+        addr,
+        "POST",
+        "/api/v1/session",
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await?;
+    anyhow::ensure!(r.status == 200, "login: {} {}", r.status, r.text());
+    let set = r.header("set-cookie").context("no Set-Cookie")?.to_owned();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        anyhow::ensure!(set.contains(flag), "cookie without {flag}: {set}");
+    }
+    anyhow::ensure!(!set.contains("Secure"), "Secure on plain HTTP: {set}");
+    let cookie = set.split(';').next().unwrap_or_default().to_owned();
+    let csrf = r.json()?["csrf"].as_str().context("no csrf")?.to_owned();
+    Ok((cookie, csrf))
+}
+
+async fn with_cookie(
+    addr: &str,
+    method: &str,
+    path: &str,
+    cookie: &str,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<HttpResponse> {
+    let mut headers = vec![("cookie", cookie), ("x-requested-with", "XMLHttpRequest")];
+    headers.extend_from_slice(extra);
+    send(addr, method, path, &headers, "").await
+}
+
+#[tokio::test]
+async fn the_page_its_files_and_the_session_on_the_wire() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let addr = server.public.as_str();
+
+    // The page: public, revalidated, with the security headers, and no Basic challenge.
+    let page = arca_tests::get(addr, "/", &[("accept-encoding", "gzip")]).await?;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    assert_eq!(page.header("content-encoding"), Some("gzip"));
+    let csp = page.header("content-security-policy").unwrap_or_default();
+    assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
+    assert!(page.header("www-authenticate").is_none());
+
+    // Its files under the content hash: cached for good, gzip when asked.
+    let plain = arca_tests::get(addr, "/", &[]).await?;
+    assert!(plain.header("content-encoding").is_none());
+    let html = plain.text();
+    let start = html.find("/app/").context("no /app/ path in the page")?;
+    let hash: String = html[start + 5..]
+        .chars()
+        .take_while(|c| c.is_ascii_hexdigit())
+        .collect();
+    let js = arca_tests::get(
+        addr,
+        &format!("/app/{hash}/app.js"),
+        &[("accept-encoding", "gzip, br")],
+    )
+    .await?;
+    assert_eq!(js.status, 200);
+    assert_eq!(
+        js.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert_eq!(js.header("content-encoding"), Some("gzip"));
+    assert!(js.header("content-security-policy").is_some());
+    let stale = arca_tests::get(addr, "/app/0000000000000000/app.js", &[]).await?;
+    assert_eq!(stale.status, 404);
+
+    // No Basic challenge to the app's calls; sync clients keep theirs.
+    let dav = "/remote.php/dav/files/admin/";
+    let app = send(
+        addr,
+        "PROPFIND",
+        dav,
+        &[("x-requested-with", "XMLHttpRequest")],
+        "",
+    )
+    .await?;
+    assert_eq!(app.status, 401);
+    let challenges: Vec<_> = app.headers.get_all("www-authenticate").iter().collect();
+    assert!(
+        challenges
+            .iter()
+            .all(|c| !c.as_bytes().starts_with(b"Basic")),
+        "{challenges:?}"
+    );
+    let client = send(addr, "PROPFIND", dav, &[], "").await?;
+    assert!(
+        client
+            .headers
+            .get_all("www-authenticate")
+            .iter()
+            .any(|c| c.as_bytes().starts_with(b"Basic")),
+        "a sync client lost its Basic challenge"
+    );
+
+    // A wrong password: 401 with a message, no cookie.
+    let wrong = send(
+        addr,
+        "POST",
+        "/api/v1/session",
+        &[("content-type", "application/json")],
+        r#"{"user":"admin","password":"nope"}"#,
+    )
+    .await?;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    assert!(wrong.json()?["error"].as_str().is_some());
+
+    // A session: reads with the cookie alone, changes only with the CSRF token.
+    let (cookie, csrf) = login(addr).await?;
+    let me = with_cookie(addr, "GET", "/api/v1/session", &cookie, &[]).await?;
+    assert_eq!(me.status, 200, "{}", me.text());
+    assert_eq!(me.json()?["user"], "admin");
+    assert_eq!(me.json()?["csrf"], csrf.as_str());
+    let list = with_cookie(addr, "PROPFIND", dav, &cookie, &[("depth", "1")]).await?;
+    assert_eq!(list.status, 207, "{}", list.text());
+    let path = "/remote.php/dav/files/admin/made-by-cookie";
+    let refused = with_cookie(addr, "MKCOL", path, &cookie, &[]).await?;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(
+        refused.text().contains("X-CSRF-Token"),
+        "{}",
+        refused.text()
+    );
+    let forged = with_cookie(addr, "MKCOL", path, &cookie, &[("x-csrf-token", "x")]).await?;
+    assert_eq!(forged.status, 403);
+    let made = with_cookie(addr, "MKCOL", path, &cookie, &[("x-csrf-token", &csrf)]).await?;
+    assert_eq!(made.status, 201, "{}", made.text());
+    // Basic clients are unaffected by cookies and CSRF.
+    let by_basic = send_as(addr, &admin(), "PROPFIND", path, &[("depth", "0")], "").await?;
+    assert_eq!(by_basic.status, 207);
+
+    // Logout needs the token too, then ends the session everywhere.
+    let no_token = with_cookie(addr, "DELETE", "/api/v1/session", &cookie, &[]).await?;
+    assert_eq!(no_token.status, 403);
+    let out = with_cookie(
+        addr,
+        "DELETE",
+        "/api/v1/session",
+        &cookie,
+        &[("x-csrf-token", &csrf)],
+    )
+    .await?;
+    assert_eq!(out.status, 204, "{}", out.text());
+    assert!(
+        out.header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0"))
+    );
+    let after = with_cookie(addr, "PROPFIND", dav, &cookie, &[("depth", "0")]).await?;
+    assert_eq!(after.status, 401, "the old cookie still works after logout");
+    let gone = with_cookie(addr, "GET", "/api/v1/session", &cookie, &[]).await?;
+    assert_eq!(gone.status, 401);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_session_ends_at_its_expiry() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[("proxy.auth.session_ttl", "2s")]).await?;
+    let addr = server.public.as_str();
+    let (cookie, _) = login(addr).await?;
+    let dav = "/remote.php/dav/files/admin/";
+    let during = with_cookie(addr, "PROPFIND", dav, &cookie, &[("depth", "0")]).await?;
+    assert_eq!(during.status, 207);
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
+    let after = with_cookie(addr, "PROPFIND", dav, &cookie, &[("depth", "0")]).await?;
+    assert_eq!(after.status, 401, "an expired session still works");
+    Ok(())
+}
+
+/// Files the browser test expects to find, made over WebDAV with Basic.
+async fn seed(addr: &str) -> anyhow::Result<()> {
+    let root = "/remote.php/dav/files/admin";
+    let auth = admin();
+    let mkcol = send_as(addr, &auth, "MKCOL", &format!("{root}/docs"), &[], "").await?;
+    anyhow::ensure!(mkcol.status == 201, "MKCOL docs: {}", mkcol.status);
+    let files: [(&str, Vec<u8>); 6] = [
+        ("hello.txt", b"hello".to_vec()),
+        ("old.txt", b"old".to_vec()),
+        ("docs/inner.txt", b"inner".to_vec()),
+        ("big.bin", vec![7; 300_000]),
+        ("%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E", b"x".to_vec()),
+        ("%22%3E%3Cscript%3E", b"y".to_vec()),
+    ];
+    for (name, body) in files {
+        let r = send_as(addr, &auth, "PUT", &format!("{root}/{name}"), &[], body).await?;
+        anyhow::ensure!(r.status == 201, "PUT {name}: {} {}", r.status, r.text());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    // A small login throttle, so the script's last step meets it after a few guesses, in a
+    // short window, so that the checks below are not throttled with it.
+    let server = start(
+        &dir,
+        &[
+            ("proxy.auth.max_failures", "4"),
+            ("proxy.auth.window", THROTTLE_WINDOW),
+        ],
+    )
+    .await?;
+    let addr = server.public.as_str();
+    seed(addr).await?;
+
+    // More than one TUS chunk (8 MiB): the upload resumes from the offsets the server confirms.
+    let upload = dir.join("upload-Ω.bin");
+    let bytes = arca_tests::pattern(9 * 1024 * 1024 + 123, 33);
+    std::fs::write(&upload, &bytes)?;
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("workspace")?;
+    let python = root.join(".venv/bin/python");
+    anyhow::ensure!(
+        python.is_file() && Path::new("/usr/bin/chromium").is_file(),
+        "run `make deps` first: it installs playwright into .venv and Debian's chromium"
+    );
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(&python);
+    cmd.arg(root.join("tests/web/app.py"))
+        .arg(format!("http://{addr}"))
+        .args(["admin", PASSWORD])
+        .arg(&upload)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(BROWSER_BUDGET, cmd.output())
+        .await
+        .with_context(|| format!("app.py did not finish within {BROWSER_BUDGET:?}"))??;
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "app.py ({:.1}s):\n{output}",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(out.status.success(), "app.py failed:\n{output}");
+
+    // The script ended on the throttle, which counts the address: let it pass.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // What the clicks left on the server: the uploaded bytes, the renamed file, the trash.
+    let root = "/remote.php/dav/files/admin";
+    let got = send_as(
+        addr,
+        &admin(),
+        "GET",
+        &format!("{root}/upload-%CE%A9.bin"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body == bytes,
+        "the uploaded bytes differ ({} bytes)",
+        got.body.len()
+    );
+    let renamed = send_as(
+        addr,
+        &admin(),
+        "GET",
+        &format!("{root}/greeting.txt"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(renamed.text(), "hello");
+    let folder = send_as(
+        addr,
+        &admin(),
+        "PROPFIND",
+        &format!("{root}/Projects"),
+        &[("depth", "0")],
+        "",
+    )
+    .await?;
+    assert_eq!(folder.status, 207);
+    let trash = send_as(
+        addr,
+        &admin(),
+        "PROPFIND",
+        "/remote.php/dav/trash-bin/admin/",
+        &[("depth", "1")],
+        "",
+    )
+    .await?;
+    assert_eq!(trash.status, 207, "{}", trash.text());
+    assert!(
+        trash.text().contains("old.txt"),
+        "old.txt is not in the trash: {}",
+        trash.text()
+    );
+    Ok(())
+}
