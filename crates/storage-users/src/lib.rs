@@ -21,6 +21,7 @@ mod uploads;
 use std::time::Duration;
 
 use arca_proto::v1::storage_server::StorageServer;
+use arca_runtime::events::Event;
 use arca_runtime::{BoxFuture, Context, Schedule, Service, ServiceError, Worker, WorkerState};
 use arca_store_files::{Store, StoreConfig};
 use axum::routing::{patch, post, put};
@@ -40,15 +41,23 @@ const UPLOAD_EXPIRY_LEASE: &str = "storage-users/upload-expiry";
 const OUTBOX_CAPACITY: usize = 10_000;
 /// The leader lease of trash and version retention.
 const UNDO_EXPIRY_LEASE: &str = "storage-users/undo-expiry";
+/// This provider's name: the prefix of its space ids.
+const PROVIDER: &str = "storage-users";
+/// The actor of what retention purges.
+const EXPIRY_ACTOR: &str = "system:retention";
 /// The longest wait between two retention runs; a short retention runs more often (a tenth of
 /// it, at least a second), so nothing outstays it by much.
 const UNDO_EXPIRY_MAX_INTERVAL: Duration = Duration::from_secs(600);
 
 /// Purges trash items past `storage-users.trash.retention` or over their share of a quota,
 /// and thins versions by `storage-users.versions`, while this instance holds
-/// [`UNDO_EXPIRY_LEASE`]. What expires frees its blob bytes at once.
+/// [`UNDO_EXPIRY_LEASE`]. What expires frees its blob bytes at once, and each space's trash
+/// that lost something is a `file.purged` event, as a purge by hand is.
 struct UndoExpiry {
     store: Store,
+    /// The provider's name, which prefixes space ids on the wire.
+    provider: &'static str,
+    events: arca_runtime::events::Outbox,
     trash: arca_config::TrashConfig,
     versions: arca_store_files::VersionRetention,
 }
@@ -73,11 +82,28 @@ impl Worker for UndoExpiry {
             let now = std::time::SystemTime::now();
             let trash = self
                 .store
-                .expire_trash(now, self.trash.retention, self.trash.max_share_of_quota)
+                .expire_trash_by_space(now, self.trash.retention, self.trash.max_share_of_quota)
                 .await;
-            if let Err(e) = trash {
-                tracing::warn!(error = %e, "trash retention failed");
-                return Err(e.into());
+            let expired = match trash {
+                Ok(expired) => expired,
+                Err(e) => {
+                    tracing::warn!(error = %e, "trash retention failed");
+                    return Err(e.into());
+                }
+            };
+            for space in expired {
+                // No user removed these: the actor is the retention rule (a principal, as
+                // `public:SHARE_ID` is for links); no trash key, as when a trash is emptied.
+                let event = Event::new("file.purged", EXPIRY_ACTOR)
+                    .with(
+                        "space_id",
+                        arca_proto::ids::space_id(self.provider, &space.space_id),
+                    )
+                    .with("trash_key", "")
+                    .with("items", space.gone.items.to_string())
+                    .with("bytes", space.gone.bytes.to_string())
+                    .with("reason", if space.by_quota { "quota" } else { "age" });
+                self.events.send(event);
             }
             if let Err(e) = self.store.expire_versions(now, &self.versions).await {
                 tracing::warn!(error = %e, "version retention failed");
@@ -161,7 +187,7 @@ impl Service for StorageUsers {
                 arca_runtime::events::Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY);
             ctx.spawn_worker(publisher);
             let provider = provider::Provider {
-                name: "storage-users",
+                name: PROVIDER,
                 store: store.clone(),
                 signer: ctx.signer().clone(),
                 uploads: resumable.clone(),
@@ -169,7 +195,7 @@ impl Service for StorageUsers {
                     sharing: ctx.channel("sharing"),
                 },
                 homes: homes::Homes::new(store.clone(), provisioning.into()),
-                events,
+                events: events.clone(),
                 bursts: arca_store_files::BurstRules {
                     files: u64::from(trash.burst.items),
                     window: trash.burst.window,
@@ -196,6 +222,8 @@ impl Service for StorageUsers {
             });
             ctx.spawn_worker(UndoExpiry {
                 store: store.clone(),
+                provider: PROVIDER,
+                events,
                 trash: trash.clone(),
                 // Versions already kept are thinned even when new ones are no longer made.
                 versions: arca_store_files::VersionRetention {

@@ -52,8 +52,8 @@ pub use model::{DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space
 pub use names::{numbered_name, validate_name};
 pub use store::{
     Burst, BurstRules, Conflict, Download, Expired, Remover, RestoreFilter, RestoreRun,
-    RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashItem, Version, VersionRetention,
-    VersionRules,
+    RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashExpiry, TrashItem, Version,
+    VersionRetention, VersionRules,
 };
 pub use store::{SpaceDetails, SpaceUpdate};
 pub use uploads::{Appended, Upload, UploadPart};

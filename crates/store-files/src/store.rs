@@ -42,7 +42,8 @@ pub use put::Download;
 pub(crate) use put::Written;
 pub use spaces::{SpaceDetails, SpaceUpdate};
 pub use trash::{
-    Conflict, Remover, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage, TrashItem,
+    Conflict, Remover, RestoreFilter, RestoreRun, RestoreTally, Restored, SpaceUsage, TrashExpiry,
+    TrashItem,
 };
 pub use versions::{Expired, Version, VersionRetention, VersionRules};
 

@@ -796,8 +796,19 @@ pub async fn retention_by_age_count_and_quota_share(ctx: &Ctx) {
             .unwrap();
         keys.push(s.trash(&f.id, "jill").await.unwrap().key);
     }
-    let share = s.expire_trash(now, 30 * day, 50).await.unwrap();
-    assert_eq!((share.items, share.bytes), (2, 40_000));
+    // Reported per space and reason (storage-users publishes one file.purged for each).
+    let share = s.expire_trash_by_space(now, 30 * day, 50).await.unwrap();
+    assert_eq!(
+        share,
+        [arca_store_files::TrashExpiry {
+            space_id: space.id.clone(),
+            by_quota: true,
+            gone: arca_store_files::Expired {
+                items: 2,
+                bytes: 40_000
+            },
+        }]
+    );
     let left: HashSet<_> = s
         .trash_items(&space.id)
         .await

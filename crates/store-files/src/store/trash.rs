@@ -166,6 +166,16 @@ pub struct SpaceUsage {
     pub version_count: u64,
 }
 
+/// What one retention run purged from one space's trash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrashExpiry {
+    pub space_id: String,
+    /// Purged because the trash held more than its share of the space's quota (else: by age).
+    pub by_quota: bool,
+    /// Files (counting those inside purged folders) and bytes.
+    pub gone: Expired,
+}
+
 fn join(dir: &str, name: &str) -> String {
     if dir == "/" || dir.is_empty() {
         format!("/{name}")
@@ -591,12 +601,32 @@ impl Store {
     /// One retention run over every trash at time `now`: items removed longer than
     /// `retention` ago are purged; then in each space with a quota whose trash holds more than
     /// `max_share` percent of it, the oldest items until it holds no more (0: no share bound).
+    /// What went, summed over every space; [`expire_trash_by_space`](Self::expire_trash_by_space)
+    /// says which space lost what.
     pub async fn expire_trash(
         &self,
         now: SystemTime,
         retention: Duration,
         max_share: u8,
     ) -> Result<Expired> {
+        let mut done = Expired::default();
+        for space in self
+            .expire_trash_by_space(now, retention, max_share)
+            .await?
+        {
+            done += space.gone;
+        }
+        Ok(done)
+    }
+
+    /// [`expire_trash`](Self::expire_trash), reporting each space that lost something, once
+    /// per reason (age, then the quota share), in that order.
+    pub async fn expire_trash_by_space(
+        &self,
+        now: SystemTime,
+        retention: Duration,
+        max_share: u8,
+    ) -> Result<Vec<TrashExpiry>> {
         let cutoff = now
             .checked_sub(retention)
             .map_or(i64::MIN, to_ns)
@@ -617,10 +647,19 @@ impl Store {
             Vec::new()
         };
         drop(c);
-        let mut done = Expired::default();
+        let mut done = Vec::new();
+        let mut total = Expired::default();
         for row in &rows {
             let space: String = row.try_get(0)?;
-            done += self.purge_where(&space, cutoff, u64::MAX).await?;
+            let gone = self.purge_where(&space, cutoff, u64::MAX).await?;
+            if gone != Expired::default() {
+                total += gone;
+                done.push(TrashExpiry {
+                    space_id: space,
+                    by_quota: false,
+                    gone,
+                });
+            }
         }
         for row in &over_share {
             let (space, quota, size): (String, i64, i64) =
@@ -628,13 +667,21 @@ impl Store {
             let allowed = share_of(quota, max_share);
             if size > allowed {
                 let over = u64::try_from(size - allowed).unwrap_or(0);
-                done += self.purge_where(&space, i64::MAX, over).await?;
+                let gone = self.purge_where(&space, i64::MAX, over).await?;
+                if gone != Expired::default() {
+                    total += gone;
+                    done.push(TrashExpiry {
+                        space_id: space,
+                        by_quota: true,
+                        gone,
+                    });
+                }
             }
         }
-        if done.items > 0 {
+        if total.items > 0 {
             tracing::info!(
-                items = done.items,
-                bytes = done.bytes,
+                items = total.items,
+                bytes = total.bytes,
                 "expired trash items"
             );
         }
