@@ -51,7 +51,8 @@ deps:
 		echo "deps: apt-get install $$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
 	fi
-	@if [ -n "$(PYTHON_PACKAGES)" ] && ! .venv/bin/python -m pip show -q $(PYTHON_NAMES) >/dev/null 2>&1; then \
+	@# pip show answers 0 when any one of several names is installed: ask for each.
+	@if [ -n "$(PYTHON_PACKAGES)" ] && ! (for n in $(PYTHON_NAMES); do .venv/bin/python -m pip show -q $$n >/dev/null 2>&1 || exit 1; done); then \
 		echo "deps: .venv: pip install $(PYTHON_PACKAGES)"; \
 		[ -x .venv/bin/python ] || python3 -m venv .venv; \
 		.venv/bin/python -m pip install -q $(foreach p,$(PYTHON_PACKAGES),'$(p)'); \
