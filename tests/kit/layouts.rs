@@ -132,9 +132,10 @@ impl NatsLayout {
         let at = Instant::now();
         let u = &mut self.users[i];
         let before = lease_holds(u).await?;
+        let stopped = unix_ms();
         u.proc.signal(signal);
         let status = u.proc.wait_exit(EXIT).await?;
-        self.holds.exited(before);
+        self.holds.exited(before, stopped);
         if signal == libc::SIGTERM {
             anyhow::ensure!(
                 status.code() == Some(0),
@@ -179,8 +180,8 @@ impl NatsLayout {
             .env("ARCA_LOG_LEVEL", log_level)
             .spawn()?;
         let before = lease_holds(&self.front).await?;
-        let old = hand_over(&mut self.front, next).await?;
-        self.holds.exited(before);
+        let (old, stopped) = hand_over(&mut self.front, next).await?;
+        self.holds.exited(before, stopped);
         self.dirs.push(dir);
         self.retired.push(("frontend (before)", old));
         Ok(())
@@ -362,9 +363,10 @@ impl UnixLayout {
 
 /// A rolling replacement: once `next` is ready it takes `current`'s place, and the one it
 /// replaced is SIGTERMed and must exit cleanly; it is returned (for its logs).
-async fn hand_over(current: &mut Server, mut next: Server) -> anyhow::Result<Server> {
+async fn hand_over(current: &mut Server, mut next: Server) -> anyhow::Result<(Server, u64)> {
     next.wait_ready(READY).await?;
     let mut old = std::mem::replace(current, next);
+    let stopped = unix_ms();
     old.proc.sigterm();
     let status = old.proc.wait_exit(EXIT).await?;
     anyhow::ensure!(
@@ -372,7 +374,7 @@ async fn hand_over(current: &mut Server, mut next: Server) -> anyhow::Result<Ser
         "the replaced process exited {status}:\n{}",
         old.proc.stderr_tail(20)
     );
-    Ok(old)
+    Ok((old, stopped))
 }
 
 /// The requests `server` has handled so far for `service` (its `arca_requests_total`).
@@ -515,19 +517,26 @@ pub struct LeaseHolds {
 }
 
 impl LeaseHolds {
-    /// The holds a process reported just before it was stopped, now that it has exited: a
-    /// hold still open then ended by now at the latest.
-    pub fn exited(&mut self, reported: Vec<Hold>) {
-        let now = unix_ms();
+    /// The holds a process reported just before it was sent its stop signal at `stopped_ms`,
+    /// now that it has exited. A hold still open then is counted as ended at the signal: a
+    /// SIGKILLed process relied on nothing after it, and a SIGTERMed one releases its leases
+    /// early in its shutdown, where a successor may take them at once while the process still
+    /// drains, so "ended by its exit" would see an overlap that never was. Its order against
+    /// a successor's take is still checked by the fencing tokens.
+    pub fn exited(&mut self, reported: Vec<Hold>, stopped_ms: u64) {
         self.holds.extend(reported.into_iter().map(|mut h| {
-            h.until_ms.get_or_insert(now);
+            h.until_ms.get_or_insert(stopped_ms.max(h.from_ms));
             h
         }));
     }
 
     /// The holds of a running process: a hold still open lasts until now at least.
     pub fn live(&mut self, reported: Vec<Hold>) {
-        self.exited(reported);
+        let now = unix_ms();
+        self.holds.extend(reported.into_iter().map(|mut h| {
+            h.until_ms.get_or_insert(now);
+            h
+        }));
     }
 
     /// Whether some job was held by more than one process.
@@ -618,20 +627,20 @@ mod tests {
     #[test]
     fn holds_one_after_another_pass_and_overlapping_ones_fail() {
         let mut ok = LeaseHolds::default();
-        ok.exited(vec![hold("a", 1, 100, Some(200))]);
+        ok.exited(vec![hold("a", 1, 100, Some(200))], 250);
         ok.live(vec![hold("b", 7, 200, None), hold("b", 3, 250, Some(300))]);
         // b's hold 3 inside b's own open hold 7 would be a bug of ordering: token 3 < 7 but
         // later in time.
         assert!(ok.check().is_err());
 
         let mut ok = LeaseHolds::default();
-        ok.exited(vec![hold("a", 1, 100, Some(200))]);
+        ok.exited(vec![hold("a", 1, 100, Some(200))], 250);
         ok.live(vec![hold("b", 7, 200, Some(300)), hold("b", 9, 400, None)]);
         assert_eq!(ok.check().unwrap().len(), 1);
         assert!(ok.handed_over());
 
         let mut overlap = LeaseHolds::default();
-        overlap.exited(vec![hold("a", 1, 100, None)]);
+        overlap.exited(vec![hold("a", 1, 100, None)], 170);
         overlap.live(vec![hold("b", 2, 150, Some(160))]);
         let err = overlap.check().unwrap_err().to_string();
         assert!(err.contains("held at once"), "{err}");
