@@ -965,3 +965,49 @@ async fn a_clients_mass_delete_is_flagged_listed_and_restored_exactly() -> anyho
     assert_eq!(r.status, 404, "{}", r.text());
     Ok(())
 }
+
+/// A trash whose listing is larger than a gRPC message may be by default (4 MiB: about 7,000
+/// items of short names, 5,000 of long ones) lists whole in one PROPFIND: every item once.
+#[tokio::test]
+async fn a_trash_larger_than_a_default_grpc_message_lists_whole() -> anyhow::Result<()> {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    const ITEMS: usize = 6_000;
+    let dir = TempDir::new();
+    let env = Env::start(&dir, &[]).await?;
+    env.user("alice").await?;
+    let name = |i: usize| format!("{i:05}-{}", "a-long-file-name-".repeat(6));
+    // Sixteen at a time, as a sync client's parallel jobs.
+    futures::stream::iter(0..ITEMS)
+        .map(|i| {
+            let (env, name) = (&env, name(i));
+            async move {
+                put(env, "alice", &format!("/{name}"), &i.to_string()).await?;
+                let r = env
+                    .req(
+                        "alice",
+                        "DELETE",
+                        &files("alice", &format!("/{name}")),
+                        &[],
+                        "",
+                    )
+                    .await?;
+                ensure!(r.status == 204, "DELETE {name}: {}", r.status);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let items = trash_items(&env, "alice").await?;
+    let names: std::collections::BTreeSet<String> = items
+        .iter()
+        .filter_map(|e| e.props.get("oc:trashbin-original-filename").cloned())
+        .collect();
+    ensure!(
+        items.len() == ITEMS && names == (0..ITEMS).map(name).collect(),
+        "the trash lists {} items ({} distinct names), not the {ITEMS} removed",
+        items.len(),
+        names.len()
+    );
+    Ok(())
+}

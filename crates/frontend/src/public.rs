@@ -20,7 +20,6 @@
 use std::sync::Arc;
 
 use arca_proto::v1::sharing_client::SharingClient;
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::*;
 use arca_proto::{ErrorKind, principals, routes};
 use arca_runtime::Identity;
@@ -107,7 +106,7 @@ async fn open(gateway: &Channel, token: &str, headers: &HeaderMap) -> Result<Ope
         .map_err(|_| dav_error(StatusCode::INTERNAL_SERVER_ERROR, "bad link identity", None))?;
     // The shared node's current path, asked as the link.
     let node = as_link(&identity, async {
-        StorageClient::new(gateway.clone())
+        arca_proto::storage_client(gateway.clone())
             .stat(StatRequest {
                 r#ref: Some(Ref {
                     space_id: String::new(),
@@ -341,7 +340,7 @@ async fn browser(
         page.push_str("NAME</p>");
     } else {
         let listed = as_link(&opened.identity, async {
-            StorageClient::new(dav.gateway().clone())
+            arca_proto::storage_client(dav.gateway().clone())
                 .list(ListRequest {
                     r#ref: Some(Ref {
                         space_id: loc.space_id.clone(),

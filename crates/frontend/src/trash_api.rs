@@ -28,7 +28,6 @@
 // As in the WebDAV handlers: the `Err` side is the finished HTTP answer.
 #![allow(clippy::result_large_err)]
 
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
 use arca_runtime::Caller;
@@ -75,7 +74,7 @@ async fn bursts(
     let Ok(Query(q)) = query else {
         return invalid("the only query parameter is space");
     };
-    let listed = StorageClient::new(gateway.clone())
+    let listed = arca_proto::storage_client(gateway.clone())
         .list_bursts(ListBurstsRequest {
             space_id: q.space.unwrap_or_default(),
         })
@@ -130,7 +129,7 @@ async fn restore_burst(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let done = StorageClient::new(gateway)
+    let done = arca_proto::storage_client(gateway)
         .restore_all(RestoreAllRequest {
             space_id: q.space.unwrap_or_default(),
             burst_id: id,
@@ -232,7 +231,7 @@ async fn try_restore(gateway: &Channel, body: &[u8]) -> Result<Response, Respons
         Some(s) if s >= 0 => s.saturating_mul(1_000_000_000),
         Some(_) => return Err(invalid("since is unix seconds, not negative")),
     };
-    let done = StorageClient::new(gateway.clone())
+    let done = arca_proto::storage_client(gateway.clone())
         .restore_all(RestoreAllRequest {
             space_id: b.space.unwrap_or_default(),
             user_id,

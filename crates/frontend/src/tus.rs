@@ -11,7 +11,6 @@
 //! the replacement of the instance it began on. Extensions offered: creation, creation-with-upload, checksum (md5,
 //! sha1), expiration, termination.
 
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::{GetHomeSpaceRequest, GetSpaceRequest, InitiateUploadRequest, Node};
 use arca_transport::Channel;
 use axum::body::Body;
@@ -81,7 +80,7 @@ fn check_version(headers: &HeaderMap) -> Option<Response> {
 /// Adds the TUS discovery headers (TUS core § OPTIONS) to a WebDAV `OPTIONS` answer, with
 /// `Tus-Max-Size` when the space has a quota: what is left of it.
 pub(crate) async fn advertise(gateway: &Channel, space_id: &str, mut resp: Response) -> Response {
-    let mut storage = StorageClient::new(gateway.clone());
+    let mut storage = arca_proto::storage_client(gateway.clone());
     let space = if space_id.is_empty() {
         storage.get_home_space(GetHomeSpaceRequest {}).await
     } else {
@@ -352,7 +351,7 @@ pub(crate) async fn create(
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(OFFSET_STREAM));
 
-    let transfer = StorageClient::new(gateway.clone())
+    let transfer = arca_proto::storage_client(gateway.clone())
         .initiate_upload(InitiateUploadRequest {
             r#ref: Some(arca_proto::v1::Ref {
                 space_id: collection.space_id.to_owned(),

@@ -63,7 +63,7 @@ impl GatewayApi {
     }
 
     fn provider(&self, name: &str) -> StorageClient<Channel> {
-        StorageClient::new(self.channel(name))
+        arca_proto::storage_client(self.channel(name))
     }
 
     /// The provider holding `r`: named by its node or space id, else the caller's home.

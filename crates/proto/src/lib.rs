@@ -22,6 +22,24 @@ pub mod v1 {
 /// failure that leaves open whether the server acted.
 pub const IDEMPOTENT_CALLS: &[&str] = include!(concat!(env!("OUT_DIR"), "/idempotent.rs"));
 
+/// The largest Storage API answer a client reads. A listing (a folder, a trash, a file's
+/// versions) comes whole in one message of roughly 600 bytes an entry, and tonic's default of
+/// 4 MiB refused a trash of 10,000 items; this allows about 200,000 entries. A listing past
+/// that still fails, as a clear error, rather than a process holding an unbounded answer.
+pub const MAX_STORAGE_ANSWER: usize = 128 << 20;
+
+/// A Storage API client on `channel` that reads answers up to [`MAX_STORAGE_ANSWER`]: the one
+/// way every service makes one.
+pub fn storage_client<T>(channel: T) -> v1::storage_client::StorageClient<T>
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    v1::storage_client::StorageClient::new(channel).max_decoding_message_size(MAX_STORAGE_ANSWER)
+}
+
 /// The arca version every process reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 

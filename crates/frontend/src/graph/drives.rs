@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 
 use arca_proto::ErrorKind;
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
 use arca_runtime::{Caller, Identity};
@@ -207,7 +206,7 @@ fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
 }
 
 async fn list(gw: Channel, who: Identity, all: bool, headers: &HeaderMap, uri: &Uri) -> Response {
-    let mut spaces = match StorageClient::new(gw.clone())
+    let mut spaces = match arca_proto::storage_client(gw.clone())
         .list_spaces(ListSpacesRequest {
             all,
             with_usage: true,
@@ -297,7 +296,7 @@ async fn create(
             "a drive needs a name",
         );
     }
-    let created = StorageClient::new(gw.clone())
+    let created = arca_proto::storage_client(gw.clone())
         .create_space(CreateSpaceRequest {
             name: new.name,
             quota: new.quota.and_then(|q| q.total).unwrap_or(0),
@@ -318,7 +317,7 @@ async fn create(
 /// A drive by id: any the caller may use; for admins also other users' personal drives,
 /// which `drives` lists for them.
 async fn find(gw: &Channel, who: &Identity, id: &str) -> Result<Space, Response> {
-    let found = StorageClient::new(gw.clone())
+    let found = arca_proto::storage_client(gw.clone())
         .get_space(GetSpaceRequest {
             space_id: id.to_owned(),
             with_usage: true,
@@ -327,7 +326,7 @@ async fn find(gw: &Channel, who: &Identity, id: &str) -> Result<Space, Response>
     match found {
         Ok(s) => Ok(s.into_inner()),
         Err(s) if who.admin && ErrorKind::of(&s) == ErrorKind::NotFound => {
-            let all = StorageClient::new(gw.clone())
+            let all = arca_proto::storage_client(gw.clone())
                 .list_spaces(ListSpacesRequest {
                     all: true,
                     with_usage: true,
@@ -386,7 +385,7 @@ async fn update(
         Ok(p) => p,
         Err(r) => return r,
     };
-    let updated = StorageClient::new(gw.clone())
+    let updated = arca_proto::storage_client(gw.clone())
         .update_space(UpdateSpaceRequest {
             space_id: id,
             name: patch.name,
@@ -404,7 +403,7 @@ async fn update(
 /// first disables a drive and deletes it on a second request; arca has no disabled state, so
 /// this deletes at once.
 async fn remove(State(gw): State<Channel>, Caller(_): Caller, Path(id): Path<String>) -> Response {
-    match StorageClient::new(gw)
+    match arca_proto::storage_client(gw)
         .delete_space(DeleteSpaceRequest { space_id: id })
         .await
     {

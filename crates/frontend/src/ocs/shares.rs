@@ -14,7 +14,6 @@ use std::collections::HashMap;
 
 use arca_proto::ErrorKind;
 use arca_proto::v1::sharing_client::SharingClient;
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
 use arca_runtime::Caller;
@@ -211,7 +210,7 @@ async fn reference(gateway: &Channel, path: &str) -> Result<Ref, Response> {
 }
 
 async fn stat(gateway: &Channel, r: Ref) -> Result<Node, tonic::Status> {
-    Ok(StorageClient::new(gateway.clone())
+    Ok(arca_proto::storage_client(gateway.clone())
         .stat(StatRequest {
             r#ref: Some(r),
             with_props: false,

@@ -19,7 +19,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use arca_proto::ErrorKind;
 use arca_proto::v1::sharing_client::SharingClient;
-use arca_proto::v1::storage_client::StorageClient;
 use arca_proto::v1::*;
 use arca_transport::Channel;
 use axum::response::Response;
@@ -180,7 +179,7 @@ async fn accepted(gateway: &Channel) -> Result<Vec<Share>, tonic::Status> {
 }
 
 async fn stat(gateway: &Channel, node_id: &str) -> Result<Node, tonic::Status> {
-    Ok(StorageClient::new(gateway.clone())
+    Ok(arca_proto::storage_client(gateway.clone())
         .stat(StatRequest {
             r#ref: Some(Ref {
                 space_id: String::new(),

@@ -70,7 +70,7 @@ impl Dav {
     }
 
     pub(crate) fn storage(&self) -> StorageClient<Channel> {
-        StorageClient::new(self.gateway.clone())
+        arca_proto::storage_client(self.gateway.clone())
     }
 
     /// One request on a provider's data path; see [`transfer_failure`] for its failures.
