@@ -795,12 +795,12 @@ impl Drop for Peer {
 // Small requests with wrk.
 
 /// What one wrk run reported.
-struct Load {
-    ok: u64,
-    elapsed: Duration,
+pub(crate) struct Load {
+    pub(crate) ok: u64,
+    pub(crate) elapsed: Duration,
     p99: Duration,
     /// Requests answered ≥ 400, plus socket errors and timeouts, as "kind=count" pairs.
-    errors: Vec<(String, u64)>,
+    pub(crate) errors: Vec<(String, u64)>,
     /// Per wrk thread: how many names its `request()` handed out (PUT only).
     counters: Vec<u64>,
     /// The server's CPU time per answered request, in µs (set by [`measured_wrk`]).
@@ -854,7 +854,7 @@ function done(summary, latency, requests)
 end
 "#;
 
-fn lua_head(method: &str, auth: &str) -> String {
+pub(crate) fn lua_head(method: &str, auth: &str) -> String {
     format!("wrk.method = \"{method}\"\nwrk.headers[\"Authorization\"] = \"{auth}\"\n{LUA_COMMON}")
 }
 
@@ -912,7 +912,7 @@ wrk.body = [[{PROPFIND_BODY}]]
     s
 }
 
-fn wrk(
+pub(crate) fn wrk(
     script_dir: &Path,
     name: &str,
     script: &str,
@@ -1096,17 +1096,17 @@ fn join_notes(a: &str, b: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Setup, big transfers and memory with a hyper client.
 
-type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// One persistent HTTP/1.1 connection, every request authenticated.
-struct Conn {
+pub(crate) struct Conn {
     send: SendRequest<Body>,
     host: String,
     auth: String,
 }
 
 impl Conn {
-    async fn open(addr: SocketAddr, auth: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn open(addr: SocketAddr, auth: &str) -> anyhow::Result<Self> {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {addr}"))?;
@@ -1123,7 +1123,7 @@ impl Conn {
         })
     }
 
-    async fn send(
+    pub(crate) async fn send(
         &mut self,
         method: &str,
         path: &str,
@@ -1147,7 +1147,7 @@ impl Conn {
 
     /// A request with a small body whose whole answer is wanted; fails unless the status is
     /// one of `expect`.
-    async fn call(
+    pub(crate) async fn call(
         &mut self,
         method: &str,
         path: &str,
@@ -1169,7 +1169,7 @@ impl Conn {
     }
 }
 
-const CREATED: &[u16] = &[200, 201, 204];
+pub(crate) const CREATED: &[u16] = &[200, 201, 204];
 
 async fn make_collections(dav: &Dav, auth: &str) -> anyhow::Result<()> {
     let mut c = Conn::open(dav.addr, auth).await?;
@@ -1233,7 +1233,7 @@ async fn populate_listing(dav: &Dav, auth: &str) -> anyhow::Result<String> {
 
 /// Counts closing tags `</prefix:local>` (any prefix); with `nonempty`, only those with text
 /// before them, i.e. elements that carry a value.
-fn count_elements(xml: &str, local: &str, nonempty: bool) -> usize {
+pub(crate) fn count_elements(xml: &str, local: &str, nonempty: bool) -> usize {
     xml.match_indices("</")
         .filter(|(i, _)| {
             let rest = &xml[i + 2..];
@@ -1469,7 +1469,7 @@ fn measure_rss(
 }
 
 /// "3,770" for 3770.4; one decimal below 100 so small rates keep their precision.
-fn thousands(x: f64) -> String {
+pub(crate) fn thousands(x: f64) -> String {
     if !x.is_finite() {
         return "n/a".to_owned();
     }
@@ -1487,7 +1487,7 @@ fn thousands(x: f64) -> String {
     out
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 

@@ -19,13 +19,16 @@
 //!   connections) on three deployments of that binary started side by side — one process
 //!   (`mem://`), one pod of four processes over Unix sockets, four processes over TCP — with
 //!   pod/single and split/single ratios: what each split costs.
+//! - `undo`: the trash and versions through the same binary: DELETE of a 100,000-file folder
+//!   and its bulk restore, PROPFIND of a 10,000-item trash and of 1,000 versions, and the 4 KiB
+//!   overwrite rate with versions on as a ratio of versions off.
 //!
 //! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
 //! the machine and its load, a ratio measured in the same run does much less. Each target from
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split]` (default `all`), in a release
+//! Usage: `arca-bench [all|transport|process|files|auth|split|undo]` (default `all`), in a release
 //! build.
 
 mod auth;
@@ -33,21 +36,23 @@ mod files;
 mod process;
 mod split;
 mod transport;
+mod undo;
 mod wrk;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
+  undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
   all        all of them, in this order (the default)";
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 5] = ["transport", "process", "files", "auth", "split"];
+const SECTIONS: [&str; 6] = ["transport", "process", "files", "auth", "split", "undo"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -77,6 +82,7 @@ fn main() -> ExitCode {
             "files" => files::run(&mut targets),
             "auth" => auth::run(&mut targets),
             "split" => split::run(&mut targets),
+            "undo" => undo::run(&mut targets),
             other => Err(anyhow::anyhow!("no section {other}")),
         };
         // A section that cannot run is reported and the next one still runs: one missing
