@@ -17,12 +17,10 @@ const PLACEHOLDER: &str = "{{ASSETS}}";
 /// `arca_proto::routes::WEB_ASSETS` (a build script cannot use the crate it builds for).
 const ASSETS_ROOT: &str = "/app";
 
-fn main() {
-    if let Err(e) = run() {
-        // A build script reports by failing the build with the reason.
-        eprintln!("arca-web build: {e}");
-        std::process::exit(1);
-    }
+/// A build script reports by failing the build with the reason: an error returned from
+/// `main` does, and names this crate's step.
+fn main() -> Result<(), String> {
+    run().map_err(|e| format!("arca-web build: {e}"))
 }
 
 fn run() -> Result<(), String> {
