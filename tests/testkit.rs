@@ -990,6 +990,53 @@ impl Moto {
             _server: server,
         })
     }
+
+    /// How many objects `bucket` holds and their bytes, as S3 itself lists them
+    /// (ListObjectsV2, unsigned as moto takes it, page by page): what a blob store really
+    /// uses, whatever arca's own tables say.
+    pub async fn objects(&self, bucket: &str) -> anyhow::Result<(u64, u64)> {
+        let addr = self
+            .endpoint
+            .strip_prefix("http://")
+            .context("moto's endpoint is http://")?;
+        let (mut count, mut bytes) = (0, 0);
+        let mut token: Option<String> = None;
+        loop {
+            let mut path = format!("/{bucket}?list-type=2");
+            if let Some(t) = &token {
+                path.push_str("&continuation-token=");
+                path.push_str(&query_escape(t));
+            }
+            let r = get(addr, &path, &[]).await?;
+            anyhow::ensure!(
+                r.status == 200,
+                "ListObjectsV2 {path}: {} {}",
+                r.status,
+                r.text()
+            );
+            let doc = xml::Element::parse(&r.text())?;
+            for object in doc.children.iter().filter(|c| c.name == "Contents") {
+                count += 1;
+                bytes += object.text_at("Size")?.trim().parse::<u64>()?;
+            }
+            match doc.text_at("IsTruncated") {
+                Ok("true") => token = Some(doc.text_at("NextContinuationToken")?.to_owned()),
+                _ => return Ok((count, bytes)),
+            }
+        }
+    }
+}
+
+/// `s` percent-encoded for a URL's query (everything but RFC 3986's unreserved characters).
+fn query_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// An OpenID provider as far as arca's proxy sees one: discovery and a JWKS served over
