@@ -13,6 +13,9 @@ use http::StatusCode;
 /// What a client hears when no instance could take its request (with `Retry-After`).
 pub(crate) const UNAVAILABLE: &str = "storage temporarily unavailable, retry later";
 
+/// What a client hears of a server-side fault.
+pub(crate) const INTERNAL: &str = "internal server error; the server log has the details";
+
 /// A failed gRPC call as HTTP: its kind, the status the kind maps to and the one-line
 /// message the client may read.
 pub(crate) struct Failure {
@@ -26,8 +29,10 @@ impl Failure {
         let kind = ErrorKind::of(status);
         let message = match kind {
             ErrorKind::Internal => {
+                // The message names what broke inside (a store's words, a transport's); the
+                // client gets one plain line and the log gets the rest.
                 tracing::error!(error = %status.message(), "call failed");
-                status.message().to_owned()
+                INTERNAL.to_owned()
             }
             ErrorKind::Unavailable => {
                 tracing::warn!(error = %status.message(), "call failed");

@@ -95,7 +95,8 @@ impl ErrorKind {
         status
     }
 
-    /// The kind a status carries; statuses from elsewhere are classified by their code.
+    /// The kind a status carries; statuses from elsewhere (the transport, tonic) are
+    /// classified by their code.
     pub fn of(status: &Status) -> ErrorKind {
         if let Some(kind) = status
             .metadata()
@@ -112,7 +113,9 @@ impl ErrorKind {
             Code::ResourceExhausted => ErrorKind::QuotaExceeded,
             Code::PermissionDenied => ErrorKind::PermissionDenied,
             Code::Unauthenticated => ErrorKind::Unauthenticated,
-            Code::InvalidArgument | Code::OutOfRange => ErrorKind::InvalidArgument,
+            // Without the metadata no arca service judged the request: tonic itself refused
+            // a message arca built (too large to decode, malformed), which is a server fault,
+            // never the client's bad input.
             Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
@@ -137,5 +140,15 @@ mod tests {
             ErrorKind::Unavailable
         );
         assert_eq!(ErrorKind::of(&Status::unknown("?")), ErrorKind::Internal);
+        // What tonic answers for an answer over the message limit is no client's fault.
+        let too_large = Status::out_of_range("decoded message length too large");
+        assert_eq!(ErrorKind::of(&too_large), ErrorKind::Internal);
+        assert_eq!(
+            ErrorKind::of(&Status::invalid_argument("bad frame")),
+            ErrorKind::Internal
+        );
+        // A provider's own judgement keeps its kind.
+        let bad = ErrorKind::InvalidArgument.status("bad name");
+        assert_eq!(ErrorKind::of(&bad), ErrorKind::InvalidArgument);
     }
 }
