@@ -5,16 +5,22 @@ Run by tests/web.rs against a running `arca`:
     app.py BASE_URL USER PASSWORD UPLOAD_FILE
 
 The server already holds (made over WebDAV by web.rs): hello.txt, old.txt, docs/inner.txt,
-big.bin and two files with names that are HTML. This script logs in, checks what the page
-shows and does (new folder, rename, delete, upload of UPLOAD_FILE, folder navigation, sort,
-a phone-sized window, keyboard use), checks the session's CSRF and logout on the wire, and
+big.bin, notes.txt written twice (one version) and two files with names that are HTML; it
+flags a mass delete past 5 files. This script logs in, checks what the page shows and does
+(new folder, rename, delete, upload of UPLOAD_FILE, folder navigation, sort, a file's
+versions and the restore of one, the trash: restore over a taken name, into a removed
+folder, delete for good, empty; a sync client's mass delete shown as a banner and restored
+with one click; a phone-sized window, keyboard use), checks the server's state after each
+(over WebDAV with Basic, outside the browser), the session's CSRF and logout on the wire, and
 ends with the login throttle's 429. web.rs then checks what is on the server (the uploaded
-bytes, the trash). Exits non-zero on the first failure, naming it; prints each step's time.
+bytes, the renamed and restored files, the empty trash). Exits non-zero on the first failure,
+naming it; prints each step's time.
 
 Playwright drives Debian's Chromium (`/usr/bin/chromium`): this machine cannot download
 Playwright's own browser builds. No page may open a dialog (an XSS payload's alert()).
 """
 
+import base64
 import os
 import re
 import sys
@@ -60,6 +66,27 @@ def http(method, path, headers=None, body=None):
             return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
+
+
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+SYNC_CLIENT = "Mozilla/5.0 (Linux) mirall/5.3.2 (owncloudcmd)"
+
+
+def dav(method, path, headers=None, body=None):
+    """A WebDAV request on USER's files with Basic, outside the browser."""
+    return http(method, f"/remote.php/dav/files/{USER}/{path}", {"Authorization": BASIC, **(headers or {})}, body)
+
+
+def content(path):
+    status, _, body = dav("GET", path)
+    check(status == 200, f"GET {path}: {status}")
+    return body
+
+
+def trash_names():
+    status, _, body = http("PROPFIND", f"/remote.php/dav/trash-bin/{USER}/", {"Authorization": BASIC, "Depth": "1"})
+    check(status == 207, f"PROPFIND the trash: {status}")
+    return re.findall(r"<oc:trashbin-original-filename>([^<]*)<", body.decode())
 
 
 def guard(page):
@@ -141,7 +168,7 @@ with sync_playwright() as pw:
     page.click("button.sort[data-key=size]")
     files = [n for n in names(page) if n != "docs"]
     check(files[0] == "big.bin", f"size descending starts with big.bin: {files}")
-    expect(page.locator("th.col-size")).to_have_attribute("aria-sort", "descending")
+    expect(page.locator("#file-list th.col-size")).to_have_attribute("aria-sort", "descending")
     page.click("button.sort[data-key=name]")
 
     step("upload through the file input (TUS)")
@@ -195,6 +222,99 @@ with sync_playwright() as pw:
     page.locator("#crumbs a", has_text="Home").click()
     expect(row(page, "greeting.txt")).to_have_count(1)
 
+    step("versions: the panel lists notes.txt's earlier content; restore it")
+    page.get_by_role("button", name="Versions of notes.txt").click()
+    versions = page.locator("#dialog .versions li")
+    expect(versions).to_have_count(1)
+    href = versions.locator("a", has_text="Download").get_attribute("href")
+    check(href.startswith("/remote.php/dav/meta/"), f"a version's download link: {href}")
+    versions.get_by_role("button", name="Restore").click()
+    expect(page.locator("#status")).to_contain_text("Restored the version of notes.txt")
+    check(content("notes.txt") == b"first draft", "notes.txt is not the restored version")
+    # The content it replaced is now the one version (the restored one is the file again).
+    page.get_by_role("button", name="Versions of notes.txt").click()
+    expect(page.locator("#dialog .versions li")).to_have_count(1)
+    expect(page.locator("#dialog .versions li .size")).to_have_text("12 B")
+    page.locator("#dialog").get_by_role("button", name="Close").click()
+    expect(page.locator("#dialog")).to_be_hidden()
+
+    step("trash: restore over a name taken again asks, and keeps both")
+    status, _, _ = dav("PUT", "old.txt", body=b"newer")
+    check(status == 201, f"PUT old.txt again: {status}")
+    page.click("#view-trash")
+    check(page.url.endswith("#/trash"), f"URL {page.url}")
+    old = page.locator("#trash-list tbody tr").filter(has_text="old.txt")
+    expect(old).to_have_count(1)
+    expect(old.locator(".col-location")).to_have_text("/")
+    page.get_by_role("button", name="Restore old.txt").click()
+    expect(page.locator("#dialog-title")).to_have_text("“old.txt” exists")
+    page.locator("#dialog").get_by_role("button", name="Keep both").click()
+    expect(page.locator("#status")).to_have_text("Restored old.txt to /old (2).txt.")
+    expect(old).to_have_count(0)
+    check(content("old.txt") == b"newer", "the file at the taken name changed")
+    check(content("old%20(2).txt") == b"old", "the restored file's bytes")
+
+    step("trash: restore into a folder removed since")
+    for path in ["docs/inner.txt", "docs"]:
+        status, _, _ = dav("DELETE", path)
+        check(status == 204, f"DELETE {path}: {status}")
+    page.reload()
+    inner = page.locator("#trash-list tbody tr").filter(has_text="inner.txt")
+    expect(inner.locator(".col-location")).to_have_text("/docs")
+    page.get_by_role("button", name="Restore inner.txt").click()
+    expect(page.locator("#status")).to_have_text("Restored inner.txt to /docs/inner.txt.")
+    check(content("docs/inner.txt") == b"inner", "docs/inner.txt after its restore")
+
+    step("trash: delete one item for good, after a confirmation")
+    page.get_by_role("button", name="Delete docs for good").click()
+    page.locator("#dialog").get_by_role("button", name="Cancel").click()
+    expect(page.locator("#trash-list tbody tr").filter(has_text="docs")).to_have_count(1)
+    page.get_by_role("button", name="Delete docs for good").click()
+    page.locator("#dialog").get_by_role("button", name="Delete for good").click()
+    expect(page.locator("#status")).to_have_text("Deleted docs for good.")
+    check("docs" not in trash_names(), f"docs is still in the trash: {trash_names()}")
+
+    step("a sync client's mass delete: a banner names it; one click restores it")
+    status, _, _ = dav("MKCOL", "synced")
+    check(status == 201, f"MKCOL synced: {status}")
+    synced = {f"synced/f{i}.txt": f"synced file {i}".encode() * (i + 1) for i in range(8)}
+    for path, body in synced.items():
+        status, _, _ = dav("PUT", path, body=body)
+        check(status == 201, f"PUT {path}: {status}")
+    for path in synced:
+        status, _, _ = dav("DELETE", path, {"User-Agent": SYNC_CLIENT})
+        check(status == 204, f"DELETE {path}: {status}")
+    page.click("#view-files")
+    banner = page.locator("#burst")
+    expect(banner).to_be_visible()
+    expect(page.locator("#burst-text")).to_contain_text("8 files were deleted by")
+    expect(page.locator("#burst-text")).to_contain_text("owncloudcmd")
+    page.click("#burst-restore")
+    expect(page.locator("#status")).to_have_text("Restored 8 items (8 files).")
+    expect(banner).to_be_hidden()
+    for path, body in synced.items():
+        check(content(path) == body, f"{path} after the burst's restore")
+    page.reload()
+    expect(row(page, "greeting.txt")).to_have_count(1)
+    expect(banner).to_be_hidden()
+
+    step("trash: HTML names as text; empty it, after a confirmation")
+    for name in ["big.bin", XSS_NAMES[0]]:
+        page.get_by_role("button", name=f"Delete {name}", exact=True).click()
+        expect(row(page, name)).to_have_count(0)
+    page.click("#view-trash")
+    expect(page.locator("#trash-list tbody tr")).to_have_count(2)
+    shown = page.eval_on_selector_all("#trash-list tbody .file-name span", "els => els.map(e => e.textContent)")
+    check(XSS_NAMES[0] in shown, f"the trash shows {shown}")
+    check(page.locator("img[src='x']").count() == 0, "an <img> from a trashed name reached the DOM")
+    page.click("#trash-empty")
+    page.locator("#dialog").get_by_role("button", name="Empty trash").click()
+    expect(page.locator("#status")).to_have_text("The trash is empty.")
+    expect(page.locator("#trash-none")).to_be_visible()
+    check(trash_names() == [], f"the trash after emptying it: {trash_names()}")
+    page.click("#view-files")
+    expect(row(page, "greeting.txt")).to_have_count(1)
+
     step("CSRF: the cookie alone changes nothing")
     jar = f"{COOKIE}={cookie['value']}"
     status, _, _ = http("MKCOL", f"/remote.php/dav/files/{USER}/csrf-probe", {"Cookie": jar})
@@ -213,6 +333,16 @@ with sync_playwright() as pw:
     check(width <= 375, f"the page is {width}px wide at 375px")
     box = small.get_by_role("button", name="Delete greeting.txt").bounding_box()
     check(box is not None and box["x"] + box["width"] <= 375, f"the delete button is off screen: {box}")
+    small.get_by_role("button", name="Delete greeting.txt").click()
+    small.click("#view-trash")
+    restore = small.get_by_role("button", name="Restore greeting.txt")
+    expect(restore).to_be_visible()
+    width = small.evaluate("document.documentElement.scrollWidth")
+    check(width <= 375, f"the trash is {width}px wide at 375px")
+    box = restore.bounding_box()
+    check(box is not None and box["x"] + box["width"] <= 375, f"the restore button is off screen: {box}")
+    restore.click()
+    expect(small.locator("#status")).to_have_text("Restored greeting.txt to /greeting.txt.")
     phone.close()
 
     step("logout ends the session on the server")

@@ -1,9 +1,11 @@
-// arca's web app: the login form, then the user's files. The folder shown is in the URL's
-// hash (`#/files/a/b`), so the browser's back and forward buttons walk the folders visited.
+// arca's web app: the login form, then the user's files and trash. The view is in the URL's
+// hash (`#/files/a/b`, `#/trash`), so the browser's back and forward buttons walk the folders
+// visited.
 
 import * as api from "./api.js";
 import * as dav from "./dav.js";
 import { upload } from "./tus.js";
+import * as undo from "./undo.js";
 import { h, icon, formatSize, formatDate, announce } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
@@ -20,6 +22,9 @@ const state = {
 
 function showLogin(message) {
   $("files").hidden = true;
+  $("trash").hidden = true;
+  $("views").hidden = true;
+  $("burst").hidden = true;
   $("who").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
@@ -79,7 +84,10 @@ function enter() {
   $("who").textContent = me.displayName || me.user;
   $("who").hidden = false;
   $("logout").hidden = false;
-  if (!location.hash.startsWith("#/files")) history.replaceState(null, "", "#/files/");
+  $("views").hidden = false;
+  if (!location.hash.startsWith("#/files") && location.hash !== "#/trash") {
+    history.replaceState(null, "", "#/files/");
+  }
   route();
 }
 
@@ -105,8 +113,20 @@ function go(path) {
 
 async function route() {
   if (!api.session.current) return;
-  state.path = pathFromHash();
-  await refresh();
+  const trash = location.hash === "#/trash";
+  $("files").hidden = trash;
+  $("trash").hidden = !trash;
+  for (const [id, on] of [["view-files", !trash], ["view-trash", trash]]) {
+    if (on) $(id).setAttribute("aria-current", "page");
+    else $(id).removeAttribute("aria-current");
+  }
+  showBurst();
+  if (trash) {
+    await refreshTrash();
+  } else {
+    state.path = pathFromHash();
+    await refresh();
+  }
   $("main").focus({ preventScroll: true });
 }
 
@@ -193,6 +213,13 @@ function row(entry) {
           "a",
           { class: "icon-button", href: dav.url(me.user, path), download: entry.name, "aria-label": `Download ${entry.name}` },
           icon("download", 18),
+        ),
+    entry.folder
+      ? null
+      : h(
+          "button",
+          { type: "button", class: "icon-button", "aria-label": `Versions of ${entry.name}`, onclick: () => showVersions(entry) },
+          icon("versions", 18),
         ),
     h(
       "button",
@@ -322,6 +349,259 @@ async function onUpload() {
   announce(`Uploaded ${files.length} file${files.length === 1 ? "" : "s"}.`);
 }
 
+// ------------------------------------------------------------------------- dialog
+
+/**
+ * Asks with the page's dialog: `buttons` are [{label, value, primary}]; resolves to the value
+ * of the button pressed, or null when the dialog was closed (Escape).
+ */
+function ask(title, body, buttons) {
+  const dialog = $("dialog");
+  $("dialog-title").textContent = title;
+  $("dialog-body").replaceChildren(...[body].flat().filter(Boolean));
+  $("dialog-buttons").replaceChildren(
+    ...buttons.map((b) =>
+      h("button", { type: "submit", value: b.value, class: `button ${b.primary ? "primary" : "quiet"}` }, b.label),
+    ),
+  );
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue || null), { once: true });
+    dialog.showModal();
+  });
+}
+
+// ------------------------------------------------------------------------- versions
+
+async function showVersions(entry) {
+  const me = api.session.current;
+  const path = dav.join(state.path, entry.name);
+  let versions;
+  try {
+    versions = await undo.listVersions(entry.id);
+  } catch (e) {
+    return announce(e.message, "error");
+  }
+  const items = versions.map((v) =>
+    h(
+      "li",
+      { dataset: { key: v.key } },
+      h("span", { class: "when" }, formatDate(v.modified)),
+      h("span", { class: "size" }, formatSize(v.size)),
+      h("a", { class: "button quiet", href: v.href, download: entry.name }, "Download"),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "button",
+          onclick: async () => {
+            $("dialog").close();
+            try {
+              await undo.restoreVersion(v, me.user, path);
+              announce(`Restored the version of ${entry.name} from ${formatDate(v.modified)}.`);
+              await refresh();
+            } catch (e) {
+              announce(e.message, "error");
+            }
+          },
+        },
+        "Restore",
+      ),
+    ),
+  );
+  const body = items.length
+    ? h("ul", { class: "versions", "aria-label": `Versions of ${entry.name}` }, items)
+    : h("p", {}, "No earlier versions.");
+  await ask(`Versions of ${entry.name}`, body, [{ label: "Close", value: "close" }]);
+}
+
+// ------------------------------------------------------------------------- trash
+
+const trashState = { items: [] };
+
+async function refreshTrash() {
+  const me = api.session.current;
+  try {
+    trashState.items = await undo.listTrash(me.user);
+  } catch (e) {
+    trashState.items = [];
+    if (e.status !== 401) announce(e.message, "error");
+  }
+  trashState.items.sort((a, b) => (b.deleted ?? 0) - (a.deleted ?? 0));
+  const rows = trashState.items.map(trashRow);
+  document.querySelector("#trash-list tbody").replaceChildren(...rows);
+  $("trash-none").hidden = rows.length > 0;
+  $("trash-empty").disabled = rows.length === 0;
+}
+
+function trashRow(item) {
+  const from = `/${item.location.slice(0, Math.max(0, item.location.lastIndexOf("/")))}`;
+  return h(
+    "tr",
+    { dataset: { key: item.key } },
+    h("td", { class: "col-name" }, h("span", { class: "file-name" }, icon(item.folder ? "folder" : "file"), h("span", {}, item.name))),
+    h("td", { class: "col-location" }, from),
+    h("td", { class: "col-modified" }, formatDate(item.deleted)),
+    h("td", { class: "col-size" }, formatSize(item.size)),
+    h(
+      "td",
+      { class: "col-actions" },
+      h("button", { type: "button", class: "button", "aria-label": `Restore ${item.name}`, onclick: () => restoreItem(item) }, "Restore"),
+      h(
+        "button",
+        { type: "button", class: "icon-button", "aria-label": `Delete ${item.name} for good`, onclick: () => purgeItem(item) },
+        icon("delete", 18),
+      ),
+    ),
+  );
+}
+
+/** A name beside `name` that `taken` does not hold: `a (2).txt`, `a (3).txt`, … */
+function freeName(name, taken) {
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  for (let n = 2; ; n += 1) {
+    const candidate = `${stem} (${n})${ext}`;
+    if (!taken.has(candidate)) return candidate;
+  }
+}
+
+/**
+ * Restores one item where it was. A taken name is never replaced unasked: the dialog offers
+ * replace (what is there goes to the trash), keep both (restored beside it) or cancel. A
+ * folder it came from that is gone is made again.
+ */
+async function restoreItem(item) {
+  const me = api.session.current;
+  let to = `/${item.location}`;
+  try {
+    let outcome = await undo.restore(me.user, item.key, to);
+    if (outcome === "no-parent") {
+      await dav.mkdirs(me.user, dav.parent(to));
+      outcome = await undo.restore(me.user, item.key, to);
+    }
+    if (outcome === "taken") {
+      const choice = await ask(
+        `“${item.name}” exists`,
+        h("p", {}, `${dav.parent(to)} already holds an item named “${item.name}”.`),
+        [
+          { label: "Replace", value: "replace" },
+          { label: "Keep both", value: "keep", primary: true },
+          { label: "Cancel", value: "cancel" },
+        ],
+      );
+      if (choice === "replace") {
+        outcome = await undo.restore(me.user, item.key, to, true);
+      } else if (choice === "keep") {
+        const taken = new Set((await dav.list(me.user, dav.parent(to))).map((e) => e.name));
+        to = dav.join(dav.parent(to), freeName(item.name, taken));
+        outcome = await undo.restore(me.user, item.key, to);
+      } else {
+        return announce(`${item.name} stays in the trash.`);
+      }
+    }
+    if (outcome !== "done") throw new Error(`Cannot restore ${item.name}: the name is taken.`);
+    announce(`Restored ${item.name} to ${to}.`);
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  await refreshTrash();
+}
+
+async function purgeItem(item) {
+  const choice = await ask(`Delete “${item.name}” for good?`, h("p", {}, "It cannot be restored afterwards."), [
+    { label: "Delete for good", value: "purge", primary: true },
+    { label: "Cancel", value: "cancel" },
+  ]);
+  if (choice !== "purge") return;
+  try {
+    await undo.purge(api.session.current.user, item.key);
+    announce(`Deleted ${item.name} for good.`);
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  await refreshTrash();
+}
+
+async function onEmptyTrash() {
+  const n = trashState.items.length;
+  const choice = await ask("Empty the trash?", h("p", {}, `${n} item${n === 1 ? "" : "s"} will be deleted for good.`), [
+    { label: "Empty trash", value: "empty", primary: true },
+    { label: "Cancel", value: "cancel" },
+  ]);
+  if (choice !== "empty") return;
+  try {
+    await undo.emptyTrash(api.session.current.user);
+    announce("The trash is empty.");
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  await refreshTrash();
+}
+
+// ------------------------------------------------------------------------- mass deletes
+
+/** Bursts this browser was told about and the user restored or dismissed. */
+const SETTLED = "arca.bursts.settled";
+
+function settled() {
+  try {
+    return new Set(JSON.parse(localStorage.getItem(SETTLED) || "[]"));
+  } catch {
+    return new Set();
+  }
+}
+
+function settle(id) {
+  const ids = [...settled(), id].slice(-50);
+  localStorage.setItem(SETTLED, JSON.stringify(ids));
+}
+
+/** The newest flagged mass delete the user has not dealt with, as a banner. */
+async function showBurst() {
+  let burst;
+  try {
+    const done = settled();
+    burst = (await undo.bursts()).find((b) => !done.has(b.id));
+  } catch {
+    burst = undefined;
+  }
+  const banner = $("burst");
+  if (!burst) {
+    banner.hidden = true;
+    return;
+  }
+  const who = burst.client ? `${burst.client} (${burst.user})` : burst.user;
+  $("burst-text").textContent =
+    `${burst.files} file${burst.files === 1 ? " was" : "s were"} deleted by ${who} ` +
+    `between ${formatDate(burst.first * 1000)} and ${formatDate(burst.last * 1000)}.`;
+  banner.dataset.id = burst.id;
+  banner.hidden = false;
+}
+
+async function onBurstRestore() {
+  const banner = $("burst");
+  const id = banner.dataset.id;
+  $("burst-restore").disabled = true;
+  try {
+    const t = await undo.restoreBurst(id);
+    settle(id);
+    banner.hidden = true;
+    const renamed = t.renamed ? `, ${t.renamed} beside a name taken meanwhile` : "";
+    announce(`Restored ${t.restored} item${t.restored === 1 ? "" : "s"} (${t.files} files)${renamed}.`);
+    await route();
+  } catch (e) {
+    announce(e.message, "error");
+  } finally {
+    $("burst-restore").disabled = false;
+  }
+}
+
+function onBurstDismiss() {
+  settle($("burst").dataset.id);
+  $("burst").hidden = true;
+}
+
 // ------------------------------------------------------------------------- start
 
 function wire() {
@@ -331,6 +611,9 @@ function wire() {
   $("new-folder-cancel").addEventListener("click", () => toggleNewFolder(false));
   $("new-folder-form").addEventListener("submit", onNewFolder);
   $("upload-input").addEventListener("change", onUpload);
+  $("trash-empty").addEventListener("click", onEmptyTrash);
+  $("burst-restore").addEventListener("click", onBurstRestore);
+  $("burst-dismiss").addEventListener("click", onBurstDismiss);
   for (const b of document.querySelectorAll("button.sort")) {
     b.addEventListener("click", () => {
       const key = b.dataset.key;

@@ -23,16 +23,19 @@ export function parent(path) {
   return cut <= 0 ? "/" : path.slice(0, cut);
 }
 
-const PROPFIND_BODY = `<?xml version="1.0" encoding="utf-8"?>
-<d:propfind xmlns:d="DAV:"><d:prop><d:resourcetype/><d:getcontentlength/><d:getlastmodified/>
-<d:getcontenttype/><d:getetag/></d:prop></d:propfind>`;
+const OC = "http://owncloud.org/ns";
 
-function text(el, name) {
-  const found = el.getElementsByTagNameNS(DAV, name)[0];
+const PROPFIND_BODY = `<?xml version="1.0" encoding="utf-8"?>
+<d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:prop><d:resourcetype/>
+<d:getcontentlength/><d:getlastmodified/><d:getcontenttype/><d:getetag/><oc:fileid/>
+</d:prop></d:propfind>`;
+
+function text(el, name, ns = DAV) {
+  const found = el.getElementsByTagNameNS(ns, name)[0];
   return found ? found.textContent : "";
 }
 
-/** The entries of the folder `path`: [{name, folder, size, modified (ms), type}]. */
+/** The entries of the folder `path`: [{name, folder, size, modified (ms), type, id}]. */
 export async function list(user, path) {
   const resp = await request("PROPFIND", url(user, path), {
     headers: { Depth: "1", "Content-Type": "application/xml; charset=utf-8" },
@@ -62,6 +65,7 @@ export async function list(user, path) {
       size: folder ? null : Number(text(r, "getcontentlength")) || 0,
       modified: Number.isNaN(modified) ? null : modified,
       type: text(r, "getcontenttype"),
+      id: text(r, "fileid", OC),
     });
   }
   return entries;
@@ -83,6 +87,16 @@ export async function move(user, from, to) {
   });
   if (resp.status === 412) throw await failure(resp, "That name is taken");
   await expect(resp, [201, 204], "Cannot rename");
+}
+
+/** Makes every missing folder of `path` (MKCOL each; one that exists answers 405). */
+export async function mkdirs(user, path) {
+  let at = "";
+  for (const name of path.split("/").filter(Boolean)) {
+    at = `${at}/${name}`;
+    const resp = await request("MKCOL", url(user, at));
+    if (resp.status !== 201 && resp.status !== 405) throw await failure(resp, "Cannot create the folder");
+  }
 }
 
 /** Deletes `path`: the server keeps it in the trash. */
