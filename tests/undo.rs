@@ -920,8 +920,12 @@ async fn a_clients_mass_delete_is_flagged_listed_and_restored_exactly() -> anyho
     assert_eq!(b["user"], "alice");
     assert_eq!(b["client"], SYNC);
     assert_eq!(
-        (b["items"].as_u64(), b["files"].as_u64()),
-        (Some(80), Some(80))
+        (
+            b["items"].as_u64(),
+            b["files"].as_u64(),
+            b["in_trash"].as_u64()
+        ),
+        (Some(80), Some(80), Some(80))
     );
     assert!(b["first"].as_i64() <= b["last"].as_i64());
     // Not bob's to see or restore.
@@ -953,6 +957,13 @@ async fn a_clients_mass_delete_is_flagged_listed_and_restored_exactly() -> anyho
         .collect();
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left.iter().all(|n| n.starts_with("by-hand")), "{left:?}");
+    // Still listed, with nothing of it left in the trash.
+    let r = env
+        .req("alice", "GET", "/api/v1/trash/bursts", &[], "")
+        .await?;
+    let listed = r.json()?;
+    assert_eq!(listed["value"][0]["id"], *id, "{listed}");
+    assert_eq!(listed["value"][0]["in_trash"], 0, "{listed}");
     let r = env
         .req(
             "alice",

@@ -812,6 +812,18 @@ async fn trash_and_versions_on_postgres_and_s3_across_two_storage_users_with_the
         .await?;
     let files_in_burst: u64 = burst["attrs"]["files"].as_str().unwrap_or("").parse()?;
     assert!(files_in_burst >= 20, "{burst}");
+    // Listed on PostgreSQL with what of it is in the trash; none once restored (below).
+    let in_trash = || async {
+        let r = c
+            .expect(200, "alice", "GET", "/api/v1/trash/bursts", &[], "")
+            .await?;
+        let v = r.json()?;
+        anyhow::Ok((
+            v["value"][0]["items"].as_u64(),
+            v["value"][0]["in_trash"].as_u64(),
+        ))
+    };
+    assert_eq!(in_trash().await?, (Some(30), Some(30)));
     let t = c.restore_all().await?;
     assert_eq!(
         (
@@ -826,6 +838,7 @@ async fn trash_and_versions_on_postgres_and_s3_across_two_storage_users_with_the
         c.expect_content(path, content).await?;
     }
     assert!(c.trash().await?.is_empty());
+    assert_eq!(in_trash().await?, (Some(30), Some(0)));
     // Each instance took part of the removals (the frontend picks an endpoint per request).
     let by_a = served(&a_users.server, a_mark, &["Delete"]).await?;
     let by_b = served(&b_users.server, b_mark, &["Delete"]).await?;

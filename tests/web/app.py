@@ -294,6 +294,8 @@ with sync_playwright() as pw:
     expect(banner).to_be_hidden()
     for path, body in synced.items():
         check(content(path) == body, f"{path} after the burst's restore")
+    status, _, body = http("GET", "/api/v1/trash/bursts", {"Authorization": BASIC})
+    check(status == 200 and b'"in_trash":0' in body, f"the burst after its restore: {status} {body!r}")
     page.reload()
     expect(row(page, "greeting.txt")).to_have_count(1)
     expect(banner).to_be_hidden()

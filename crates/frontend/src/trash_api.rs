@@ -19,9 +19,10 @@
 //!
 //! Mass deletes (`storage-users.trash.burst`): `GET /api/v1/trash/bursts[?space=ID]` lists the
 //! flagged bursts of the caller's personal space (or of a space they own or manage), newest
-//! first: `{"value": [{"id", "space", "user", "client", "first", "last", "items", "files"}]}`
-//! (`user` a login name, `client` the program's User-Agent, `first`/`last` unix seconds,
-//! `files` counting those inside removed folders). `POST /api/v1/trash/bursts/{id}/restore
+//! first: `{"value": [{"id", "space", "user", "client", "first", "last", "items", "files",
+//! "in_trash"}]}` (`user` a login name, `client` the program's User-Agent, `first`/`last` unix
+//! seconds, `files` counting those inside removed folders, `in_trash` how many of its items
+//! are still in the trash: 0 once it was restored or purged). `POST /api/v1/trash/bursts/{id}/restore
 //! [?space=ID]` restores exactly that burst's items (body optional: `{"conflict": …}`) and
 //! answers the same counts as above.
 
@@ -102,6 +103,7 @@ async fn bursts(
             "last": b.last_ns.div_euclid(1_000_000_000),
             "items": b.items,
             "files": b.files,
+            "in_trash": b.in_trash,
         }));
     }
     Json(json!({ "value": value })).into_response()

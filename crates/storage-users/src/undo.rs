@@ -132,6 +132,7 @@ impl Provider {
                     last_ns: convert::nanos(b.last),
                     items: b.items,
                     files: b.files,
+                    in_trash: b.in_trash.unwrap_or(0),
                 })
                 .collect(),
         })

@@ -541,7 +541,7 @@ async function onEmptyTrash() {
 
 // ------------------------------------------------------------------------- mass deletes
 
-/** Bursts this browser was told about and the user restored or dismissed. */
+/** Bursts the user dismissed in this browser (a restored one has nothing left in the trash). */
 const SETTLED = "arca.bursts.settled";
 
 function settled() {
@@ -557,12 +557,12 @@ function settle(id) {
   localStorage.setItem(SETTLED, JSON.stringify(ids));
 }
 
-/** The newest flagged mass delete the user has not dealt with, as a banner. */
+/** The newest flagged mass delete still in the trash and not dismissed, as a banner. */
 async function showBurst() {
   let burst;
   try {
     const done = settled();
-    burst = (await undo.bursts()).find((b) => !done.has(b.id));
+    burst = (await undo.bursts()).find((b) => b.in_trash > 0 && !done.has(b.id));
   } catch {
     burst = undefined;
   }
@@ -585,7 +585,6 @@ async function onBurstRestore() {
   $("burst-restore").disabled = true;
   try {
     const t = await undo.restoreBurst(id);
-    settle(id);
     banner.hidden = true;
     const renamed = t.renamed ? `, ${t.renamed} beside a name taken meanwhile` : "";
     announce(`Restored ${t.restored} item${t.restored === 1 ? "" : "s"} (${t.files} files)${renamed}.`);

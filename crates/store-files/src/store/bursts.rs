@@ -38,6 +38,9 @@ pub struct Burst {
     /// Trash items, and the files removed with them (inside removed folders included).
     pub items: u64,
     pub files: u64,
+    /// Of its items, how many are still in the trash (restored or purged ones are not);
+    /// counted only by [`Store::bursts`], `None` elsewhere.
+    pub in_trash: Option<u64>,
     /// Past the threshold.
     pub flagged: bool,
 }
@@ -64,6 +67,8 @@ fn burst_from_row(row: &sqlx::any::AnyRow) -> Result<Burst> {
         items: count(6)?,
         files: count(7)?,
         flagged: count(8)? != 0,
+        // The listing's extra column (see `Store::bursts`).
+        in_trash: if row.len() > 9 { Some(count(9)?) } else { None },
     })
 }
 
@@ -169,10 +174,15 @@ impl Store {
     /// The flagged bursts of a space, newest first.
     pub async fn bursts(&self, space_id: &str) -> Result<Vec<Burst>> {
         let mut c = self.read_conn().await?;
+        // Its items are the trash rows of its remover and client within its time span (as a
+        // restore of it finds them, `RestoreFilter::of_burst`).
         let rows = sqlx::query(concat!(
             "SELECT ",
             burst_cols!(),
-            " FROM trash_bursts WHERE space_id = $1 AND flagged = 1 ORDER BY last_at DESC, id"
+            ", (SELECT count(*) FROM trash t WHERE t.space_id = trash_bursts.space_id \
+             AND t.deleted >= trash_bursts.first_at AND t.deleted <= trash_bursts.last_at \
+             AND t.deleted_by = trash_bursts.actor AND t.deleted_via = trash_bursts.client) \
+             FROM trash_bursts WHERE space_id = $1 AND flagged = 1 ORDER BY last_at DESC, id"
         ))
         .bind(space_id)
         .fetch_all(&mut *c)
