@@ -334,11 +334,13 @@ async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
     assert_eq!(folder.status, 207);
     // Restored from the trash beside the name taken again, and into its removed folder; the
     // version restored; the trash emptied at the end.
+    // Then moved into Projects (over a file there, replaced) and copied beside a taken name.
     for (path, want) in [
-        ("old%20(2).txt", "old"),
-        ("old.txt", "newer"),
+        ("Projects/old%20(2).txt", "old"),
+        ("Projects/old.txt", "newer"),
         ("docs/inner.txt", "inner"),
-        ("notes.txt", "first draft"),
+        ("Projects/notes.txt", "first draft"),
+        ("greeting%20(2).txt", "hello"),
     ] {
         let r = send_as(addr, &admin(), "GET", &format!("{root}/{path}"), &[], "").await?;
         assert_eq!((r.status, r.text().as_str()), (200, want), "{path}");

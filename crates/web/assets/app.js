@@ -16,6 +16,8 @@ const state = {
   sort: { key: "name", dir: 1 },
   /** Bumped per listing: a slow answer for a folder left meanwhile is dropped. */
   generation: 0,
+  /** Names of the selected entries of the folder shown. */
+  selected: new Set(),
 };
 
 // ------------------------------------------------------------------------- login
@@ -124,7 +126,9 @@ async function route() {
   if (trash) {
     await refreshTrash();
   } else {
-    state.path = pathFromHash();
+    const path = pathFromHash();
+    if (path !== state.path) state.selected.clear();
+    state.path = path;
     await refresh();
   }
   $("main").focus({ preventScroll: true });
@@ -138,6 +142,8 @@ async function refresh() {
     const entries = await dav.list(me.user, state.path);
     if (generation !== state.generation) return;
     state.entries = entries;
+    const names = new Set(entries.map((e) => e.name));
+    for (const n of [...state.selected]) if (!names.has(n)) state.selected.delete(n);
     renderList();
   } catch (e) {
     if (generation !== state.generation || e.status === 401) return;
@@ -191,6 +197,23 @@ function renderList() {
   const rows = [...state.entries].sort(compare).map(row);
   document.querySelector("#file-list tbody").replaceChildren(...rows);
   $("empty").hidden = rows.length > 0;
+  renderSelection();
+}
+
+/** The toolbar's selection actions and the select-all box, from `state.selected`. */
+function renderSelection() {
+  const n = state.selected.size;
+  $("selection").hidden = n === 0;
+  $("selection-count").textContent = `${n} selected`;
+  const all = $("select-all");
+  all.checked = n > 0 && n === state.entries.length;
+  all.indeterminate = n > 0 && n < state.entries.length;
+}
+
+function onSelectAll() {
+  if ($("select-all").checked) for (const e of state.entries) state.selected.add(e.name);
+  else state.selected.clear();
+  renderList();
 }
 
 function row(entry) {
@@ -232,9 +255,21 @@ function row(entry) {
       icon("delete", 18),
     ),
   );
+  const select = h("input", {
+    type: "checkbox",
+    class: "select",
+    "aria-label": `Select ${entry.name}`,
+    checked: state.selected.has(entry.name),
+    onchange: (e) => {
+      if (e.target.checked) state.selected.add(entry.name);
+      else state.selected.delete(entry.name);
+      renderSelection();
+    },
+  });
   const tr = h(
     "tr",
     { dataset: { name: entry.name } },
+    h("td", { class: "col-select" }, select),
     h("td", { class: "col-name" }, name),
     h("td", { class: "col-size" }, formatSize(entry.size)),
     h("td", { class: "col-modified" }, formatDate(entry.modified)),
@@ -369,6 +404,134 @@ function ask(title, body, buttons) {
     dialog.addEventListener("close", () => resolve(dialog.returnValue || null), { once: true });
     dialog.showModal();
   });
+}
+
+// ------------------------------------------------------------------------- move, copy, delete
+
+/**
+ * A folder chosen in the dialog, starting at the folder shown: folders open on a click, "up"
+ * goes to the parent; `exclude` are paths that cannot be entered (a folder being moved).
+ * Resolves to the chosen path, or null.
+ */
+async function pickFolder(title, action, exclude) {
+  const me = api.session.current;
+  let at = state.path;
+  const body = h("div", {});
+  const render = async () => {
+    let folders = [];
+    try {
+      folders = (await dav.list(me.user, at)).filter((e) => e.folder && !exclude.has(dav.join(at, e.name)));
+    } catch (e) {
+      announce(e.message, "error");
+    }
+    folders.sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true, sensitivity: "base" }));
+    const open = (path) => () => {
+      at = path;
+      render();
+    };
+    const items = [];
+    if (at !== "/") {
+      items.push(h("li", {}, h("button", { type: "button", onclick: open(dav.parent(at)) }, icon("folder"), h("span", {}, "Up one folder"))));
+    }
+    for (const f of folders) {
+      items.push(
+        h("li", {}, h("button", { type: "button", "aria-label": `Open ${f.name}`, onclick: open(dav.join(at, f.name)) }, icon("folder"), h("span", {}, f.name))),
+      );
+    }
+    body.replaceChildren(
+      h("p", { class: "picker-path", id: "picker-path" }, `Into: ${at}`),
+      h("ul", { class: "picker", "aria-label": "Folders" }, items),
+    );
+  };
+  await render();
+  const choice = await ask(title, body, [
+    { label: action, value: "here", primary: true },
+    { label: "Cancel", value: "cancel" },
+  ]);
+  return choice === "here" ? at : null;
+}
+
+/**
+ * Moves or copies the selection into a folder the user picks. A name taken there is never
+ * replaced unasked: for each, the dialog offers replace (the server keeps a replaced file's
+ * content as a version, a replaced folder in the trash), keep both (beside it as `name (2)`)
+ * or skip.
+ */
+async function onTransfer(method) {
+  const names = [...state.selected].sort();
+  if (names.length === 0) return;
+  const me = api.session.current;
+  const verb = method === "MOVE" ? "Move" : "Copy";
+  const what = names.length === 1 ? `“${names[0]}”` : `${names.length} items`;
+  const exclude = new Set(names.map((n) => dav.join(state.path, n)));
+  const dest = await pickFolder(`${verb} ${what}`, `${verb} here`, exclude);
+  if (dest === null) return;
+  if (method === "MOVE" && dest === state.path) return announce("They are in this folder already.");
+  let done = 0;
+  let skipped = 0;
+  let taken = null;
+  for (const name of names) {
+    const from = dav.join(state.path, name);
+    let to = dav.join(dest, name);
+    try {
+      // A copy into its own folder is a duplicate: the name is taken by the item itself,
+      // which cannot replace itself.
+      const itself = from === to;
+      let outcome = itself ? "taken" : await dav.transfer(method, me.user, from, to);
+      if (outcome === "taken") {
+        const choice = await ask(
+          `“${name}” exists in ${dest}`,
+          h("p", {}, itself
+            ? "Keep both, or skip it?"
+            : "Replace it (a file's replaced content stays among its versions, a folder goes to the trash), keep both, or skip this one?"),
+          [
+            itself ? null : { label: "Replace", value: "replace" },
+            { label: "Keep both", value: "keep", primary: true },
+            { label: "Skip", value: "skip" },
+          ].filter(Boolean),
+        );
+        if (choice === "replace") {
+          outcome = await dav.transfer(method, me.user, from, to, true);
+        } else if (choice === "keep") {
+          taken ??= new Set((await dav.list(me.user, dest)).map((e) => e.name));
+          const free = freeName(name, taken);
+          taken.add(free);
+          to = dav.join(dest, free);
+          outcome = await dav.transfer(method, me.user, from, to);
+        } else {
+          outcome = "skipped";
+        }
+      }
+      if (outcome === "done") done += 1;
+      else skipped += 1;
+    } catch (e) {
+      announce(e.message, "error");
+      await refresh();
+      return;
+    }
+  }
+  state.selected.clear();
+  const past = method === "MOVE" ? "Moved" : "Copied";
+  announce(`${past} ${done} item${done === 1 ? "" : "s"} to ${dest}${skipped ? `; skipped ${skipped}` : ""}.`);
+  await refresh();
+}
+
+/** Deletes the selection (to the trash, from where it can come back). */
+async function onDeleteSelected() {
+  const names = [...state.selected];
+  const me = api.session.current;
+  let done = 0;
+  try {
+    for (const name of names) {
+      await dav.remove(me.user, dav.join(state.path, name));
+      done += 1;
+    }
+    announce(`Moved ${done} item${done === 1 ? "" : "s"} to the trash.`);
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  state.selected.clear();
+  await refresh();
 }
 
 // ------------------------------------------------------------------------- versions
@@ -611,6 +774,10 @@ function wire() {
   $("new-folder-form").addEventListener("submit", onNewFolder);
   $("upload-input").addEventListener("change", onUpload);
   $("trash-empty").addEventListener("click", onEmptyTrash);
+  $("select-all").addEventListener("change", onSelectAll);
+  $("sel-move").addEventListener("click", () => onTransfer("MOVE"));
+  $("sel-copy").addEventListener("click", () => onTransfer("COPY"));
+  $("sel-delete").addEventListener("click", onDeleteSelected);
   $("burst-restore").addEventListener("click", onBurstRestore);
   $("burst-dismiss").addEventListener("click", onBurstDismiss);
   for (const b of document.querySelectorAll("button.sort")) {

@@ -89,6 +89,21 @@ export async function move(user, from, to) {
   await expect(resp, [201, 204], "Cannot rename");
 }
 
+/**
+ * Moves or copies (`method` MOVE or COPY) `from` to `to`. Answers "done", or "taken" when
+ * `to` exists and `replace` is false (nothing changed then); with `replace` a file's content
+ * at `to` becomes one of its versions, a folder there goes to the trash.
+ */
+export async function transfer(method, user, from, to, replace = false) {
+  const destination = new URL(url(user, to), location.origin).href;
+  const resp = await request(method, url(user, from), {
+    headers: { Destination: destination, Overwrite: replace ? "T" : "F" },
+  });
+  if (resp.status === 412) return "taken";
+  await expect(resp, [201, 204], method === "COPY" ? "Cannot copy" : "Cannot move");
+  return "done";
+}
+
 /** Makes every missing folder of `path` (MKCOL each; one that exists answers 405). */
 export async function mkdirs(user, path) {
   let at = "";
