@@ -357,6 +357,7 @@ with sync_playwright() as pw:
     expect(row(page, "big.bin")).to_have_count(0)
     page.click("#view-trash")
     expect(page.locator("#trash-list tbody tr")).to_have_count(2)
+    expect(page.locator("#quota-text")).to_contain_text("trash 300 KB (2 items)")
     shown = page.eval_on_selector_all("#trash-list tbody .file-name span", "els => els.map(e => e.textContent)")
     check(XSS_NAMES[0] in shown, f"the trash shows {shown}")
     check(page.locator("img[src='x']").count() == 0, "an <img> from a trashed name reached the DOM")
@@ -365,6 +366,8 @@ with sync_playwright() as pw:
     expect(page.locator("#status")).to_have_text("The trash is empty.")
     expect(page.locator("#trash-none")).to_be_visible()
     check(trash_names() == [], f"the trash after emptying it: {trash_names()}")
+    expect(page.locator("#quota-text")).to_contain_text("trash 0 B (0 items)")
+    expect(page.locator("#quota-text")).to_contain_text("versions 23 B (2 versions)")
     page.click("#view-files")
     expect(row(page, "greeting.txt")).to_have_count(1)
 

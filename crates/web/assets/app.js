@@ -24,6 +24,7 @@ const state = {
 
 function showLogin(message) {
   $("files").hidden = true;
+  $("quota").hidden = true;
   $("trash").hidden = true;
   $("views").hidden = true;
   $("burst").hidden = true;
@@ -123,6 +124,7 @@ async function route() {
     else $(id).removeAttribute("aria-current");
   }
   showBurst();
+  showUsage();
   if (trash) {
     await refreshTrash();
   } else {
@@ -595,6 +597,7 @@ async function refreshTrash() {
   document.querySelector("#trash-list tbody").replaceChildren(...rows);
   $("trash-none").hidden = rows.length > 0;
   $("trash-empty").disabled = rows.length === 0;
+  showUsage();
 }
 
 function trashRow(item) {
@@ -700,6 +703,29 @@ async function onEmptyTrash() {
     announce(e.message, "error");
   }
   await refreshTrash();
+}
+
+// ------------------------------------------------------------------------- usage
+
+/** What the space uses, under the list: files against the quota, then trash and versions. */
+async function showUsage() {
+  let q;
+  try {
+    q = await undo.usage();
+  } catch {
+    q = null;
+  }
+  $("quota").hidden = !q;
+  if (!q) return;
+  const plural = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
+  const limited = q.total > 0;
+  const meter = $("quota-meter");
+  meter.hidden = !limited;
+  if (limited) meter.value = Math.min(1, q.used / q.total);
+  $("quota-text").textContent =
+    `${formatSize(q.used)} used${limited ? ` of ${formatSize(q.total)}` : ""} · ` +
+    `trash ${formatSize(q.trash)} (${plural(q.trashItems, "item")}) · ` +
+    `versions ${formatSize(q.versions)} (${plural(q.versionCount, "version")})`;
 }
 
 // ------------------------------------------------------------------------- mass deletes

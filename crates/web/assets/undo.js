@@ -135,6 +135,18 @@ export async function restoreVersion(version, user, path) {
   if (resp.status !== 204 && resp.status !== 201) throw await failure(resp, "Cannot restore this version");
 }
 
+/**
+ * The personal space's usage (Graph's drive quota, with arca's trash and version fields):
+ * {total (0: no quota), used, trash, trashItems, versions, versionCount}, bytes and counts.
+ */
+export async function usage() {
+  const resp = await request("GET", "/graph/v1.0/me/drives");
+  if (!resp.ok) throw await failure(resp, "Cannot read the quota");
+  const drives = (await resp.json()).value || [];
+  const personal = drives.find((d) => d.driveType === "personal");
+  return personal ? personal.quota : null;
+}
+
 /** The mass deletes the server flagged in the user's space, newest first. */
 export async function bursts() {
   const resp = await request("GET", "/api/v1/trash/bursts");
