@@ -24,6 +24,7 @@ import base64
 import os
 import re
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -176,6 +177,54 @@ with sync_playwright() as pw:
     page.set_input_files("#upload-input", UPLOAD)
     expect(page.locator("#uploads li[data-state=done]")).to_have_count(1, timeout=60_000)
     expect(row(page, upload_name)).to_have_count(1)
+
+    step("drag and drop two files onto the list")
+    page.evaluate(
+        """() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(["dropped bytes"], "dropped.txt", { type: "text/plain" }));
+        dt.items.add(new File([new Uint8Array(70000).fill(5)], "dropped ünï.bin"));
+        const zone = document.getElementById("files");
+        for (const type of ["dragenter", "dragover", "drop"]) {
+          zone.dispatchEvent(new DragEvent(type, { dataTransfer: dt, bubbles: true, cancelable: true }));
+        }
+      }"""
+    )
+    expect(page.locator("#status")).to_have_text("Uploaded 2 files.")
+    expect(row(page, "dropped ünï.bin")).to_have_count(1)
+    check(content("dropped.txt") == b"dropped bytes", "the dropped text file's bytes")
+    check(content("dropped%20%C3%BCn%C3%AF.bin") == bytes([5]) * 70000, "the dropped binary's bytes")
+
+    step("upload a whole folder through the folder picker")
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        os.makedirs(os.path.join(tree, "sub"))
+        made = {"tree/a.txt": b"a in tree", "tree/sub/b.bin": bytes(range(256)) * 300}
+        for rel, body in made.items():
+            with open(os.path.join(tmp, rel), "wb") as f:
+                f.write(body)
+        page.set_input_files("#upload-folder-input", tree)
+        for rel in made:
+            expect(page.locator(f"#uploads li[data-name='{rel}']")).to_have_attribute("data-state", "done")
+    expect(row(page, "tree")).to_have_count(1)
+    for rel, body in made.items():
+        check(content(rel) == body, f"{rel} after the folder upload")
+
+    step("cancel an upload under a slow network: nothing is left on the server")
+    cdp = ctx.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 256 * 1024},
+    )
+    page.set_input_files("#upload-input", UPLOAD)
+    line = page.locator(f"#uploads li[data-name='{os.path.basename(UPLOAD)}']").last
+    expect(line.locator(".upload-state")).to_contain_text("/s")
+    line.get_by_role("button", name=f"Cancel {os.path.basename(UPLOAD)}").click()
+    expect(line).to_have_attribute("data-state", "cancelled")
+    expect(page.locator("#status")).to_have_text("Uploaded 0 files (1 cancelled).")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    check(content(os.path.basename(UPLOAD).replace("Ω", "%CE%A9")) == open(UPLOAD, "rb").read(), "the earlier upload changed")
 
     step("new folder")
     page.click("#new-folder")

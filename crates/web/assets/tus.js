@@ -19,9 +19,14 @@ function b64(s) {
   return btoa(bin);
 }
 
-function xhr(method, url, extra, body, onProgress) {
+/** The error an upload cancelled by its signal ends with. */
+export const CANCELLED = "cancelled";
+
+function xhr(method, url, extra, body, onProgress, signal) {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new Error(CANCELLED));
     const x = new XMLHttpRequest();
+    signal?.addEventListener("abort", () => x.abort(), { once: true });
     x.open(method, url);
     for (const [k, v] of Object.entries(headers(method, { "Tus-Resumable": VERSION, ...extra }))) {
       x.setRequestHeader(k, v);
@@ -29,7 +34,7 @@ function xhr(method, url, extra, body, onProgress) {
     if (onProgress) x.upload.onprogress = (e) => onProgress(e.loaded);
     x.onload = () => resolve(x);
     x.onerror = () => reject(new Error("network error"));
-    x.onabort = () => reject(new Error("cancelled"));
+    x.onabort = () => reject(new Error(CANCELLED));
     x.send(body ?? null);
   });
 }
@@ -41,17 +46,35 @@ function reason(x, fallback) {
 
 /**
  * Uploads `file` into the folder at `folderUrl`; `onProgress(bytesSent)` as it goes.
- * Resolves when the server has the whole file.
+ * Resolves when the server has the whole file. `signal` (an AbortSignal) cancels it: the
+ * request in flight stops and the upload is terminated on the server (TUS DELETE), so no
+ * partial file is left and its space is freed.
  */
-export async function upload(file, folderUrl, onProgress = () => {}) {
-  const created = await xhr("POST", folderUrl, {
-    "Upload-Length": String(file.size),
-    "Upload-Metadata": `filename ${b64(file.name)}`,
-  });
+export async function upload(file, folderUrl, onProgress = () => {}, signal = undefined) {
+  const created = await xhr(
+    "POST",
+    folderUrl,
+    { "Upload-Length": String(file.size), "Upload-Metadata": `filename ${b64(file.name)}` },
+    null,
+    null,
+    signal,
+  );
   if (created.status !== 201) throw reason(created, "Cannot start the upload");
   const location = created.getResponseHeader("Location");
   if (!location) throw new Error("the server named no upload URL");
-  let offset = Number(created.getResponseHeader("Upload-Offset")) || 0;
+  try {
+    await send(file, location, Number(created.getResponseHeader("Upload-Offset")) || 0, onProgress, signal);
+  } catch (e) {
+    if (e.message === CANCELLED) {
+      // Best effort: a server that keeps it anyway collects it as abandoned.
+      await xhr("DELETE", location, {}).catch(() => {});
+    }
+    throw e;
+  }
+}
+
+async function send(file, location, from, onProgress, signal) {
+  let offset = from;
   let failures = 0;
   while (offset < file.size) {
     const end = Math.min(offset + CHUNK, file.size);
@@ -64,10 +87,11 @@ export async function upload(file, folderUrl, onProgress = () => {}) {
         { "Upload-Offset": String(start), "Content-Type": "application/offset+octet-stream" },
         file.slice(start, end),
         (loaded) => onProgress(start + loaded),
+        signal,
       );
     } catch (e) {
       x = null;
-      if (e.message === "cancelled") throw e;
+      if (e.message === CANCELLED) throw e;
     }
     if (x && x.status === 204) {
       offset = Number(x.getResponseHeader("Upload-Offset")) || end;
@@ -81,7 +105,7 @@ export async function upload(file, folderUrl, onProgress = () => {}) {
     // Lost connection, a server hiccup or an offset mismatch: ask where the server stands.
     failures += 1;
     if (failures > RETRIES) throw x ? reason(x, "The upload failed") : new Error("network error");
-    const head = await xhr("HEAD", location, {});
+    const head = await xhr("HEAD", location, {}, null, null, signal);
     if (head.status !== 200) throw reason(head, "The upload is gone");
     offset = Number(head.getResponseHeader("Upload-Offset")) || 0;
   }
