@@ -67,6 +67,28 @@ export async function failure(resp, fallback) {
   return new HttpError(resp.status, line || `${fallback} (HTTP ${resp.status})`, retry);
 }
 
+const TOKENS = "/auth-app/tokens";
+
+/** The user's app passwords: [{id, label, created_date, expiration_date}]. */
+export async function appTokens() {
+  const resp = await request("GET", TOKENS);
+  if (!resp.ok) throw await failure(resp, "Cannot list app passwords");
+  return resp.json();
+}
+
+/** A new app password for `label`, valid for `expiry` (e.g. "30d"): its secret, once. */
+export async function createAppToken(label, expiry) {
+  const q = new URLSearchParams({ label, expiry });
+  const resp = await request("POST", `${TOKENS}?${q}`);
+  if (!resp.ok) throw await failure(resp, "Cannot create the app password");
+  return (await resp.json()).token;
+}
+
+export async function revokeAppToken(id) {
+  const resp = await request("DELETE", `${TOKENS}?${new URLSearchParams({ id })}`);
+  if (!resp.ok) throw await failure(resp, "Cannot revoke the app password");
+}
+
 /** Logs in; the cookie is set by the answer, the CSRF token kept here. */
 export async function login(user, password) {
   const resp = await request("POST", SESSION, {

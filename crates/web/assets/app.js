@@ -23,6 +23,8 @@ const state = {
 // ------------------------------------------------------------------------- login
 
 function showLogin(message) {
+  $("tokens").hidden = true;
+  $("token-new").hidden = true;
   $("files").hidden = true;
   $("quota").hidden = true;
   $("trash").hidden = true;
@@ -88,7 +90,7 @@ function enter() {
   $("who").hidden = false;
   $("logout").hidden = false;
   $("views").hidden = false;
-  if (!location.hash.startsWith("#/files") && location.hash !== "#/trash") {
+  if (!location.hash.startsWith("#/files") && !["#/trash", "#/tokens"].includes(location.hash)) {
     history.replaceState(null, "", "#/files/");
   }
   route();
@@ -117,9 +119,13 @@ function go(path) {
 async function route() {
   if (!api.session.current) return;
   const trash = location.hash === "#/trash";
-  $("files").hidden = trash;
+  const tokens = location.hash === "#/tokens";
+  const files = !trash && !tokens;
+  $("files").hidden = !files;
   $("trash").hidden = !trash;
-  for (const [id, on] of [["view-files", !trash], ["view-trash", trash]]) {
+  $("tokens").hidden = !tokens;
+  if (!tokens) $("token-new").hidden = true;
+  for (const [id, on] of [["view-files", files], ["view-trash", trash], ["view-tokens", tokens]]) {
     if (on) $(id).setAttribute("aria-current", "page");
     else $(id).removeAttribute("aria-current");
   }
@@ -127,6 +133,8 @@ async function route() {
   showUsage();
   if (trash) {
     await refreshTrash();
+  } else if (tokens) {
+    await refreshTokens();
   } else {
     const path = pathFromHash();
     if (path !== state.path) state.selected.clear();
@@ -827,6 +835,79 @@ async function onEmptyTrash() {
   await refreshTrash();
 }
 
+// ------------------------------------------------------------------------- app passwords
+
+async function refreshTokens() {
+  let tokens = [];
+  try {
+    tokens = await api.appTokens();
+  } catch (e) {
+    if (e.status !== 401) announce(e.message, "error");
+  }
+  tokens.sort((a, b) => (b.created_date || "").localeCompare(a.created_date || ""));
+  const date = (s) => (s ? formatDate(Date.parse(s)) : "never");
+  const rows = tokens.map((t) =>
+    h(
+      "tr",
+      { dataset: { id: t.id } },
+      h("td", { class: "col-name" }, t.label),
+      h("td", { class: "col-modified" }, date(t.created_date)),
+      h("td", { class: "col-modified" }, date(t.expiration_date)),
+      h(
+        "td",
+        { class: "col-actions" },
+        h("button", { type: "button", class: "button", "aria-label": `Revoke ${t.label}`, onclick: () => revokeToken(t) }, "Revoke"),
+      ),
+    ),
+  );
+  document.querySelector("#token-list tbody").replaceChildren(...rows);
+}
+
+async function onCreateToken(event) {
+  event.preventDefault();
+  const label = $("token-label").value.trim();
+  if (!label) return;
+  try {
+    const secret = await api.createAppToken(label, $("token-expiry").value);
+    $("token-secret").value = secret;
+    $("token-new").hidden = false;
+    $("token-label").value = "";
+    announce(`Created an app password for ${label}.`);
+    $("token-secret").focus();
+    $("token-secret").select();
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  await refreshTokens();
+}
+
+async function onCopyToken() {
+  const secret = $("token-secret").value;
+  try {
+    await navigator.clipboard.writeText(secret);
+    announce("Copied.");
+  } catch {
+    // No clipboard access (an insecure origin): the text is selected for Ctrl+C instead.
+    $("token-secret").select();
+    announce("Press Ctrl+C to copy the selected app password.");
+  }
+}
+
+async function revokeToken(t) {
+  const choice = await ask(`Revoke the app password for “${t.label}”?`, h("p", {}, "What logs in with it stops working at once."), [
+    { label: "Revoke", value: "revoke", primary: true },
+    { label: "Cancel", value: "cancel" },
+  ]);
+  if (choice !== "revoke") return;
+  try {
+    await api.revokeAppToken(t.id);
+    announce(`Revoked the app password for ${t.label}.`);
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  await refreshTokens();
+}
+
 // ------------------------------------------------------------------------- usage
 
 /** What the space uses, under the list: files against the quota, then trash and versions. */
@@ -924,6 +1005,8 @@ function wire() {
   $("upload-folder-input").addEventListener("change", onUploadFolder);
   wireDrop();
   $("trash-empty").addEventListener("click", onEmptyTrash);
+  $("token-form").addEventListener("submit", onCreateToken);
+  $("token-copy").addEventListener("click", onCopyToken);
   $("select-all").addEventListener("change", onSelectAll);
   $("sel-move").addEventListener("click", () => onTransfer("MOVE"));
   $("sel-copy").addEventListener("click", () => onTransfer("COPY"));
