@@ -17,7 +17,8 @@ bytes, the renamed and restored files, the empty trash). Exits non-zero on the f
 naming it; prints each step's time.
 
 Playwright drives Debian's Chromium (`/usr/bin/chromium`): this machine cannot download
-Playwright's own browser builds. No page may open a dialog (an XSS payload's alert()).
+Playwright's own browser builds. No page may open a dialog (an XSS payload's alert()) or
+throw an uncaught script error.
 """
 
 import base64
@@ -93,7 +94,7 @@ def trash_names():
 def guard(page):
     """Fails the run on any dialog, and records Basic challenges the page receives."""
     page.on("dialog", lambda d: (d.dismiss(), fail(f"a dialog opened: {d.type} {d.message!r}")))
-    page.on("pageerror", lambda e: print(f"  page error: {e}", flush=True))
+    page.on("pageerror", lambda e: page_errors.append(str(e)))
 
     def on_response(resp):
         challenge = resp.headers.get("www-authenticate", "")
@@ -122,6 +123,8 @@ def row(page, name):
 
 
 basic_seen = []
+# Uncaught script errors (a handler's ReferenceError): any fails the run at its end.
+page_errors = []
 
 with sync_playwright() as pw:
     # As root (in CI) Chromium's sandbox cannot start; the page is our own test server.
@@ -499,6 +502,7 @@ with sync_playwright() as pw:
     expect(page.locator("#login-error")).to_have_text(re.compile(r"try again in \d+ s\."))
 
     check(not basic_seen, f"the browser received Basic challenges: {basic_seen}")
+    check(not page_errors, f"uncaught script errors: {page_errors}")
     browser.close()
 
 step("end")

@@ -22,9 +22,9 @@
 //! first: `{"value": [{"id", "space", "user", "client", "first", "last", "items", "files",
 //! "in_trash"}]}` (`user` a login name, `client` the program's User-Agent, `first`/`last` unix
 //! seconds, `files` counting those inside removed folders, `in_trash` how many of its items
-//! are still in the trash: 0 once it was restored or purged). `POST /api/v1/trash/bursts/{id}/restore
-//! [?space=ID]` restores exactly that burst's items (body optional: `{"conflict": …}`) and
-//! answers the same counts as above.
+//! are still in the trash: 0 once it was restored or purged).
+//! `POST /api/v1/trash/bursts/{id}/restore[?space=ID]` restores exactly that burst's items
+//! (body optional: `{"conflict": …}`) and answers the same counts as above.
 
 // As in the WebDAV handlers: the `Err` side is the finished HTTP answer.
 #![allow(clippy::result_large_err)]

@@ -118,3 +118,13 @@ export async function mkdirs(user, path) {
 export async function remove(user, path) {
   await expect(await request("DELETE", url(user, path)), [204, 200], "Cannot delete");
 }
+
+/** A name beside `name` that `taken` does not hold: `a (2).txt`, `a (3).txt`, … */
+export function freeName(name, taken) {
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  for (let n = 2; ; n += 1) {
+    const candidate = `${stem} (${n})${ext}`;
+    if (!taken.has(candidate)) return candidate;
+  }
+}

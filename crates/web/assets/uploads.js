@@ -1,0 +1,170 @@
+// Uploads from the page: files and folders from the pickers or dropped onto the list, through
+// TUS (tus.js), a few at a time, each with its line in the upload list.
+
+import * as api from "./api.js";
+import * as dav from "./dav.js";
+import { upload, CANCELLED } from "./tus.js";
+import { h, formatSize, announce } from "./ui.js";
+
+const $ = (id) => document.getElementById(id);
+
+/** The folder shown and how to list it again (the app's). */
+let current = { folder: () => "/", refresh: async () => {} };
+
+/** Uploads at once; the rest wait their turn. */
+const PARALLEL_UPLOADS = 3;
+
+/**
+ * Uploads `items` ([{file, dir}], `dir` the folder below `folder` a file goes into, "" for
+ * `folder` itself) into `folder`: the folders on the way first, then the files a few at a
+ * time, each with its progress, speed, time left and a cancel button.
+ */
+async function uploadAll(items, folder) {
+  if (items.length === 0) return;
+  const me = api.session.current;
+  const dirs = [...new Set(items.map((i) => i.dir).filter(Boolean))].sort();
+  try {
+    for (const d of dirs) await dav.mkdirs(me.user, dav.join(folder, d));
+  } catch (e) {
+    return announce(e.message, "error");
+  }
+  const results = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next;
+      next += 1;
+      results[i] = await uploadOne(items[i], folder);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_UPLOADS, items.length) }, worker));
+  if (current.folder() === folder) await current.refresh();
+  const count = (r) => results.filter((x) => x === r).length;
+  const [done, failed, cancelled] = [count("done"), count("failed"), count("cancelled")];
+  const extra = [failed ? `${failed} failed` : "", cancelled ? `${cancelled} cancelled` : ""].filter(Boolean);
+  announce(
+    `Uploaded ${done} file${done === 1 ? "" : "s"}${extra.length ? ` (${extra.join(", ")})` : ""}.`,
+    failed ? "error" : "info",
+  );
+}
+
+function seconds(s) {
+  if (!Number.isFinite(s)) return "";
+  return s < 90 ? `${Math.ceil(s)} s left` : `${Math.ceil(s / 60)} min left`;
+}
+
+/** One file's upload with its line in the upload list: "done", "failed" or "cancelled". */
+async function uploadOne({ file, dir }, folder) {
+  const me = api.session.current;
+  const shown = dir ? `${dir}/${file.name}` : file.name;
+  const abort = new AbortController();
+  const bar = h("progress", { max: file.size || 1, value: 0, "aria-label": `Uploading ${shown}` });
+  const label = h("span", { class: "upload-state" }, "0 %");
+  const cancel = h("button", { type: "button", class: "button quiet", "aria-label": `Cancel ${shown}`, onclick: () => abort.abort() }, "Cancel");
+  const item = h("li", { dataset: { name: shown } }, h("span", { class: "upload-name" }, shown), bar, label, cancel);
+  $("uploads").append(item);
+  const started = performance.now();
+  try {
+    await upload(
+      file,
+      dav.url(me.user, dir ? dav.join(folder, dir) : folder),
+      (sent) => {
+        bar.value = sent;
+        const pct = file.size ? Math.floor((sent * 100) / file.size) : 100;
+        const elapsed = (performance.now() - started) / 1000;
+        const rate = elapsed > 0.5 ? sent / elapsed : 0;
+        label.textContent = rate > 0 ? `${pct} % · ${formatSize(rate)}/s · ${seconds((file.size - sent) / rate)}` : `${pct} %`;
+      },
+      abort.signal,
+    );
+    bar.value = file.size || 1;
+    label.textContent = "done";
+    item.dataset.state = "done";
+    return "done";
+  } catch (e) {
+    const cancelled = e.message === CANCELLED;
+    label.textContent = cancelled ? "cancelled" : e.message;
+    item.dataset.state = cancelled ? "cancelled" : "failed";
+    return cancelled ? "cancelled" : "failed";
+  } finally {
+    cancel.remove();
+  }
+}
+
+async function onUpload() {
+  const input = $("upload-input");
+  const items = [...input.files].map((file) => ({ file, dir: "" }));
+  input.value = "";
+  await uploadAll(items, current.folder());
+}
+
+/** A folder chosen in the picker: each file with the folders of its relative path. */
+async function onUploadFolder() {
+  const input = $("upload-folder-input");
+  const items = [...input.files].map((file) => {
+    const rel = file.webkitRelativePath || file.name;
+    return { file, dir: rel.slice(0, Math.max(0, rel.lastIndexOf("/"))) };
+  });
+  input.value = "";
+  await uploadAll(items, current.folder());
+}
+
+/**
+ * What was dropped: files, and folders walked through (their entries must be taken while the
+ * drop event runs, hence the synchronous start).
+ */
+async function dropped(dt) {
+  const entries = [...(dt.items || [])].map((i) => (i.kind === "file" ? i.webkitGetAsEntry?.() : null)).filter(Boolean);
+  const files = [...(dt.files || [])];
+  if (entries.length === 0) return files.map((file) => ({ file, dir: "" }));
+  const out = [];
+  const walk = async (entry, dir) => {
+    if (entry.isFile) {
+      out.push({ file: await new Promise((ok, fail) => entry.file(ok, fail)), dir });
+    } else if (entry.isDirectory) {
+      const sub = dir ? `${dir}/${entry.name}` : entry.name;
+      const reader = entry.createReader();
+      for (;;) {
+        const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail));
+        if (batch.length === 0) break;
+        for (const e of batch) await walk(e, sub);
+      }
+    }
+  };
+  for (const e of entries) await walk(e, "");
+  return out;
+}
+
+function wireDrop() {
+  const zone = $("files");
+  const dragging = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files");
+  zone.addEventListener("dragover", (e) => {
+    if (!dragging(e)) return;
+    e.preventDefault();
+    e.dataTransfer.dropEffect = "copy";
+    zone.classList.add("drop-target");
+  });
+  zone.addEventListener("dragleave", (e) => {
+    if (!zone.contains(e.relatedTarget)) zone.classList.remove("drop-target");
+  });
+  zone.addEventListener("drop", async (e) => {
+    e.preventDefault();
+    zone.classList.remove("drop-target");
+    const folder = current.folder();
+    let items;
+    try {
+      items = await dropped(e.dataTransfer);
+    } catch (err) {
+      return announce(`Cannot read what was dropped: ${err.message}`, "error");
+    }
+    await uploadAll(items, folder);
+  });
+}
+
+/** Wires the pickers and the drop zone; `shown` tells the folder shown and lists it again. */
+export function wireUploads(shown) {
+  current = shown;
+  $("upload-input").addEventListener("change", onUpload);
+  $("upload-folder-input").addEventListener("change", onUploadFolder);
+  wireDrop();
+}
