@@ -174,6 +174,48 @@ async fn a_changed_password_is_refused_on_the_very_next_request() -> anyhow::Res
     Ok(())
 }
 
+/// An app token is a sync client's credential, which may leak with its device: it may not set
+/// a password (the account would be taken over), the user's own or, for an admin, another's.
+#[tokio::test]
+async fn an_app_token_cannot_change_a_password() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start_in_process(&dir).await?;
+    let public = server.public.as_str();
+    let alice = create_user(public, "alice", "alice-pass").await?;
+    let token = |who: (&'static str, &'static str)| async move {
+        let r = call(public, "POST", "/auth-app/tokens?expiry=1h", who, "").await?;
+        anyhow::ensure!(r.status == 200, "token: {} {}", r.status, r.text());
+        Ok::<_, anyhow::Error>(r.json()?["token"].as_str().unwrap_or_default().to_owned())
+    };
+    let alices = token(("alice", "alice-pass")).await?;
+    let admins = token(admin()).await?;
+    let path = format!("/graph/v1.0/users/{alice}");
+    let patch = json!({"passwordProfile": {"password": "taken-over"}}).to_string();
+    for who in [("alice", alices.as_str()), ("admin", admins.as_str())] {
+        let r = call(public, "PATCH", &path, who, &patch).await?;
+        assert_eq!(r.status, 403, "{} with an app token: {}", who.0, r.text());
+        assert!(
+            r.text().contains("app tokens cannot change passwords"),
+            "{}",
+            r.text()
+        );
+    }
+    assert_eq!(me(public, ("alice", "taken-over")).await, 401);
+    assert_eq!(me(public, ("alice", "alice-pass")).await, 200);
+    // The token may still change what is not a credential; a password login may change both.
+    let name = json!({"displayName": "Alice A."}).to_string();
+    assert_eq!(
+        status(public, "PATCH", &path, ("alice", &alices), &name).await,
+        200
+    );
+    assert_eq!(
+        status(public, "PATCH", &path, ("alice", "alice-pass"), &patch).await,
+        200
+    );
+    assert_eq!(me(public, ("alice", "taken-over")).await, 200);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_deleted_user_is_refused_at_once() -> anyhow::Result<()> {
     let dir = TempDir::new();

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arca_proto::ErrorKind;
 use arca_proto::v1::users_server::Users;
 use arca_proto::v1::*;
-use arca_runtime::{Identity, TokenSigner, caller};
+use arca_runtime::{Identity, Login, TokenSigner, caller};
 use arca_store_records::{
     AppToken as StoredToken, Group as StoredGroup, Records, StoreError, User as StoredUser,
 };
@@ -243,6 +243,14 @@ impl Users for UsersApi {
         let r = req.into_inner();
         if !who.admin && who.id != r.id {
             return Err(ErrorKind::NotFound.status("no such user"));
+        }
+        // A password is a credential: only a login that may manage credentials sets one. An
+        // app token (a sync client's, which may leak with its device) must not be able to
+        // take the account over by setting a password, as it may not mint app tokens.
+        if !r.password.is_empty() && !who.login.is_some_and(Login::manages_credentials) {
+            return Err(ErrorKind::PermissionDenied.status(
+                "app tokens cannot change passwords: log in with your password or your identity provider",
+            ));
         }
         let hash = if r.password.is_empty() {
             None
