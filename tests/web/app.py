@@ -423,6 +423,26 @@ with sync_playwright() as pw:
     page.click("#view-files")
     expect(row(page, "greeting.txt")).to_have_count(1)
 
+    step("account: change the password (mistyped first), log in with the new one, change it back")
+    page.click("#view-tokens")
+    page.fill("#password-new", "web-secret-2")
+    page.fill("#password-repeat", "web-secret-3")
+    page.locator("#password-form button[type=submit]").click()
+    expect(page.locator("#status")).to_have_text("The two passwords differ.")
+    files_root = f"/remote.php/dav/files/{USER}/"
+    for new in ["web-secret-2", PASSWORD]:
+        page.fill("#password-new", new)
+        page.fill("#password-repeat", new)
+        page.locator("#password-form button[type=submit]").click()
+        # The form is emptied once the server answered (the status line may already say so).
+        expect(page.locator("#password-repeat")).to_have_value("")
+        expect(page.locator("#status")).to_have_text("Password changed.")
+        auth = "Basic " + base64.b64encode(f"{USER}:{new}".encode()).decode()
+        status, _, _ = http("PROPFIND", files_root, {"Authorization": auth, "Depth": "0"})
+        check(status == 207, f"PROPFIND with the new password {new!r}: {status}")
+    status, _, _ = http("PROPFIND", files_root, {"Authorization": "Basic " + base64.b64encode(f"{USER}:web-secret-2".encode()).decode(), "Depth": "0"})
+    check(status == 401, f"PROPFIND with the password changed away from: {status}")
+
     step("app passwords: create one, a client logs in with it, revoke it")
     page.click("#view-tokens")
     page.fill("#token-label", "laptop")

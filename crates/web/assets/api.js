@@ -89,6 +89,15 @@ export async function revokeAppToken(id) {
   if (!resp.ok) throw await failure(resp, "Cannot revoke the app password");
 }
 
+/** Sets the logged-in user's password (Graph's user PATCH; a session may, an app token not). */
+export async function changePassword(password) {
+  const resp = await request("PATCH", `/graph/v1.0/users/${encodeURIComponent(session.current.user)}`, {
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ passwordProfile: { password } }),
+  });
+  if (!resp.ok) throw await failure(resp, "Cannot change the password");
+}
+
 /** Logs in; the cookie is set by the answer, the CSRF token kept here. */
 export async function login(user, password) {
   const resp = await request("POST", SESSION, {

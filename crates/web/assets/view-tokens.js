@@ -1,5 +1,5 @@
-// The App passwords view: a password per device or client (the `/auth-app/tokens` API),
-// shown once when made, listed and revoked here.
+// The Account view: the password, and app passwords, one per device or client (the
+// `/auth-app/tokens` API), shown once when made, listed and revoked here.
 
 import * as api from "./api.js";
 import { ask } from "./dialog.js";
@@ -78,7 +78,23 @@ async function revokeToken(t) {
   await refreshTokens();
 }
 
+async function onChangePassword(event) {
+  event.preventDefault();
+  const [first, second] = [$("password-new").value, $("password-repeat").value];
+  if (!first) return;
+  if (first !== second) return announce("The two passwords differ.", "error");
+  try {
+    await api.changePassword(first);
+    announce("Password changed.");
+  } catch (e) {
+    announce(e.message, "error");
+  }
+  $("password-new").value = "";
+  $("password-repeat").value = "";
+}
+
 export function wireTokens() {
+  $("password-form").addEventListener("submit", onChangePassword);
   $("token-form").addEventListener("submit", onCreateToken);
   $("token-copy").addEventListener("click", onCopyToken);
 }
