@@ -5,50 +5,13 @@
 
 mod sharing_env;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::ensure;
-use arca_tests::xml::Element;
+use arca_tests::xml::{DavResponse as Entry, multistatus as entries};
 use arca_tests::{TempDir, eventually};
 use sharing_env::*;
-
-/// One `<d:response>`: its href, and the text of each property found (200 propstat).
-#[derive(Debug)]
-struct Entry {
-    href: String,
-    props: BTreeMap<String, String>,
-    collection: bool,
-}
-
-fn entries(xml: &str) -> anyhow::Result<Vec<Entry>> {
-    let doc = Element::parse(xml)?;
-    ensure!(doc.name == "d:multistatus", "not a multistatus: {xml}");
-    let mut out = Vec::new();
-    for resp in doc.children.iter().filter(|c| c.name == "d:response") {
-        let href = resp.text_at("d:href")?.to_owned();
-        let mut props = BTreeMap::new();
-        let mut collection = false;
-        for stat in resp.children.iter().filter(|c| c.name == "d:propstat") {
-            if !stat.text_at("d:status")?.contains(" 200 ") {
-                continue;
-            }
-            for p in &stat.at("d:prop")?.children {
-                if p.name == "d:resourcetype" {
-                    collection = p.children.iter().any(|c| c.name == "d:collection");
-                }
-                props.insert(p.name.clone(), p.text.clone());
-            }
-        }
-        out.push(Entry {
-            href,
-            props,
-            collection,
-        });
-    }
-    Ok(out)
-}
 
 /// PROPFIND Depth 1 of `path` as `user` with an allprop body: its entries (207 required).
 async fn list(env: &Env, user: &str, path: &str) -> anyhow::Result<Vec<Entry>> {

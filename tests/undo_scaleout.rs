@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use arca_tests::xml::Element;
+use arca_tests::xml::{DavResponse as Entry, multistatus as entries};
 use arca_tests::{
     EXAMPLE_PASSWORD, ExampleSet, HttpResponse, Launch, Moto, Nats, Postgres, Server, TempDir,
     basic, eventually, free_addr, pattern, send_as, sha1_hex,
@@ -340,65 +340,6 @@ impl Cluster {
 
 fn files(rest: &str) -> String {
     format!("/remote.php/dav/files/alice{rest}")
-}
-
-/// One `<d:response>`: its href, the text of each property found (a property with children,
-/// such as `oc:checksums`, as their texts joined), and whether it is a collection.
-#[derive(Debug)]
-struct Entry {
-    href: String,
-    props: std::collections::BTreeMap<String, String>,
-    collection: bool,
-}
-
-impl Entry {
-    fn prop(&self, name: &str) -> &str {
-        self.props.get(name).map_or("", String::as_str)
-    }
-
-    /// The last segment of its href (a trash key, a file name).
-    fn last(&self) -> &str {
-        self.href
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-    }
-}
-
-fn entries(xml: &str) -> anyhow::Result<Vec<Entry>> {
-    let doc = Element::parse(xml)?;
-    ensure!(doc.name == "d:multistatus", "not a multistatus: {xml:.300}");
-    let mut out = Vec::new();
-    for resp in doc.children.iter().filter(|c| c.name == "d:response") {
-        let mut entry = Entry {
-            href: resp.text_at("d:href")?.to_owned(),
-            props: Default::default(),
-            collection: false,
-        };
-        for stat in resp.children.iter().filter(|c| c.name == "d:propstat") {
-            if !stat.text_at("d:status")?.contains(" 200 ") {
-                continue;
-            }
-            for p in &stat.at("d:prop")?.children {
-                if p.name == "d:resourcetype" {
-                    entry.collection = p.children.iter().any(|c| c.name == "d:collection");
-                }
-                let text = if p.children.is_empty() {
-                    p.text.clone()
-                } else {
-                    p.children
-                        .iter()
-                        .map(|c| c.text.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                };
-                entry.props.insert(p.name.clone(), text);
-            }
-        }
-        out.push(entry);
-    }
-    Ok(out)
 }
 
 /// Every event arca publishes, read from JetStream by a durable consumer of the test's own

@@ -77,3 +77,65 @@ impl Element {
         Ok(self.at(path)?.text.as_str())
     }
 }
+
+/// One `<d:response>` of a WebDAV multistatus: its href, the text of each property found in a
+/// 200 propstat (a property with children, such as `oc:checksums`, as their texts joined by a
+/// space), and whether it is a collection.
+#[derive(Debug)]
+pub struct DavResponse {
+    pub href: String,
+    pub props: std::collections::BTreeMap<String, String>,
+    pub collection: bool,
+}
+
+impl DavResponse {
+    /// A property's text; empty when it was not found.
+    pub fn prop(&self, name: &str) -> &str {
+        self.props.get(name).map_or("", String::as_str)
+    }
+
+    /// The last segment of its href (a trash key, a file name, a version key).
+    pub fn last(&self) -> &str {
+        self.href
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+    }
+}
+
+/// The responses of a multistatus body, in order; an error when it is not one.
+pub fn multistatus(xml: &str) -> anyhow::Result<Vec<DavResponse>> {
+    let doc = Element::parse(xml)?;
+    anyhow::ensure!(doc.name == "d:multistatus", "not a multistatus: {xml:.300}");
+    let mut out = Vec::new();
+    for resp in doc.children.iter().filter(|c| c.name == "d:response") {
+        let mut entry = DavResponse {
+            href: resp.text_at("d:href")?.to_owned(),
+            props: Default::default(),
+            collection: false,
+        };
+        for stat in resp.children.iter().filter(|c| c.name == "d:propstat") {
+            if !stat.text_at("d:status")?.contains(" 200 ") {
+                continue;
+            }
+            for p in &stat.at("d:prop")?.children {
+                if p.name == "d:resourcetype" {
+                    entry.collection = p.children.iter().any(|c| c.name == "d:collection");
+                }
+                let text = if p.children.is_empty() {
+                    p.text.clone()
+                } else {
+                    p.children
+                        .iter()
+                        .map(|c| c.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                entry.props.insert(p.name.clone(), text);
+            }
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
