@@ -1,8 +1,10 @@
 //! Public links beyond reading: COPY and MOVE inside a read-write link and never out of it,
 //! upload-only links ("file drop") that neither reveal nor overwrite what the folder holds,
-//! and link changes (narrowed, password added, removed) reaching the very next request of an
-//! open connection. Every service on the real boot path (in the test process, or the single
-//! binary where its logged events are read), anonymous requests only.
+//! link changes (narrowed, password added, removed) reaching the very next request of an
+//! open connection, and what the link page asks of `/s/{token}` (the page itself, the link as
+//! JSON, an access token standing for a password until it changes). Every service on the real
+//! boot path (in the test process, or the single binary where its logged events are read),
+//! anonymous requests only.
 
 mod sharing_env;
 
@@ -32,17 +34,23 @@ async fn owner_reads(env: &Env, path: &str) -> anyhow::Result<(u16, String)> {
     Ok((r.status, r.text()))
 }
 
-#[tokio::test]
-async fn read_write_link_copies_and_moves_inside_only() -> anyhow::Result<()> {
-    let dir = TempDir::new();
-    let env = Env::start(&dir, &[]).await?;
+/// The services in this process, user alice, and her `folders`.
+async fn alice_with(dir: &TempDir, folders: &[&str]) -> anyhow::Result<Env> {
+    let env = Env::start(dir, &[]).await?;
     env.user("alice").await?;
-    for folder in ["/Pub", "/Other"] {
+    for folder in folders {
         let r = env
             .req("alice", "MKCOL", &files("alice", folder), &[], "")
             .await?;
-        assert_eq!(r.status, 201);
+        anyhow::ensure!(r.status == 201, "MKCOL {folder}: {}", r.status);
     }
+    Ok(env)
+}
+
+#[tokio::test]
+async fn read_write_link_copies_and_moves_inside_only() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = alice_with(&dir, &["/Pub", "/Other"]).await?;
     for (path, body) in [
         ("/Pub/p.txt", "public"),
         ("/Private.txt", "private"),
@@ -399,5 +407,191 @@ async fn link_changes_reach_the_next_request_of_an_open_connection() -> anyhow::
             "{e}"
         );
     }
+    Ok(())
+}
+
+/// What the link page asks of `/s/{token}`: the link as JSON, with a script's headers.
+async fn link_json(
+    env: &Env,
+    token: &str,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<arca_tests::HttpResponse> {
+    let mut headers = vec![
+        ("accept", "application/json"),
+        ("x-requested-with", "XMLHttpRequest"),
+    ];
+    headers.extend_from_slice(extra);
+    anon(env, "GET", &format!("/s/{token}"), &headers, "").await
+}
+
+#[tokio::test]
+async fn the_link_page_opens_links_and_a_password_once() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = alice_with(&dir, &["/Pub", "/Drop"]).await?;
+    assert_eq!(
+        env.put("alice", &files("alice", "/Pub/p.txt"), "public")
+            .await?,
+        201
+    );
+    let (secret, secret_id) = link(
+        &env,
+        "path=%2FPub&shareType=3&permissions=1&password=s3cret",
+    )
+    .await?;
+    let (other, _) = link(&env, "path=%2FPub&shareType=3&permissions=1&password=other").await?;
+    let (open, _) = link(&env, "path=%2FPub%2Fp.txt&shareType=3&permissions=1").await?;
+    let (drop, _) = link(&env, "path=%2FDrop&shareType=3&permissions=4").await?;
+
+    // A browser gets the page (for any token: the page asks what the link is); curl still
+    // gets the file.
+    let browser = [(
+        "accept",
+        "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    )];
+    for token in [
+        &secret,
+        &open,
+        &drop,
+        &"0123456789abcdef0123456789abcdef".to_owned(),
+    ] {
+        let page = anon(&env, "GET", &format!("/s/{token}"), &browser, "").await?;
+        assert_eq!(page.status, 200);
+        assert!(
+            page.header("content-type")
+                .is_some_and(|t| t.starts_with("text/html"))
+        );
+        assert!(page.text().contains("/link.js"), "{}", page.text());
+        assert!(
+            page.header("content-security-policy")
+                .is_some_and(|c| c.contains("script-src 'self'"))
+        );
+    }
+    let raw = anon(&env, "GET", &format!("/s/{open}"), &[], "").await?;
+    assert_eq!((raw.status, raw.text().as_str()), (200, "public"));
+
+    // What the link is. A script asking without the password gets 401 and no challenge (a
+    // browser would put its own prompt over the page); a WebDAV client gets the challenge.
+    let r = link_json(&env, &secret, &[]).await?;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.header("www-authenticate"), None);
+    let r = anon(
+        &env,
+        "PROPFIND",
+        &format!("/remote.php/dav/public-files/{secret}/"),
+        &[("depth", "0")],
+        "",
+    )
+    .await?;
+    assert!(
+        r.header("www-authenticate")
+            .is_some_and(|h| h.starts_with("Basic"))
+    );
+    let right = basic("public", "s3cret");
+    let r = link_json(&env, &secret, &[("authorization", &right)]).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    let v = r.json()?;
+    assert_eq!(v["name"], "Pub");
+    assert_eq!(v["folder"], true);
+    assert_eq!(v["permissions"], 1);
+    assert_eq!(v["drop"], false);
+    assert!(v["owner"].as_str().is_some_and(|o| !o.is_empty()), "{v}");
+    let access = v["access"].as_str().context("access")?.to_owned();
+    assert!(access.len() > 40, "{v}");
+
+    // The access token stands for the password: in a header for any request, in the query
+    // for a download; the bytes come with a sandbox, whatever they are.
+    let dav = format!("/remote.php/dav/public-files/{secret}");
+    let r = anon(
+        &env,
+        "PROPFIND",
+        &format!("{dav}/"),
+        &[("depth", "1"), ("x-link-access", &access)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    assert!(r.text().contains("p.txt"));
+    let got = anon(
+        &env,
+        "GET",
+        &format!("{dav}/p.txt?access={access}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "public"));
+    assert!(
+        got.header("content-security-policy")
+            .is_some_and(|c| c.contains("sandbox"))
+    );
+    assert_eq!(got.header("x-content-type-options"), Some("nosniff"));
+    // Only reads take it from the query (a URL is easier to leak than a header).
+    let r = anon(
+        &env,
+        "PROPFIND",
+        &format!("{dav}/?access={access}"),
+        &[("depth", "0")],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 401);
+    let r = link_json(&env, &secret, &[("x-link-access", &access)]).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()?["access"], "", "an access token mints no other");
+
+    // Not a key to anything else: forged, or another link's.
+    let r = link_json(&env, &secret, &[("x-link-access", "v1.e30.AAAA")]).await?;
+    assert_eq!(r.status, 401);
+    let theirs = link_json(&env, &other, &[("authorization", &basic("x", "other"))])
+        .await?
+        .json()?;
+    let theirs = theirs["access"].as_str().context("access")?;
+    let r = link_json(&env, &secret, &[("x-link-access", theirs)]).await?;
+    assert_eq!(r.status, 401, "another link's access token");
+
+    // A new password ends every access token given for the old one.
+    let (status, v) = env
+        .ocs(
+            "alice",
+            "PUT",
+            &format!("/shares/{secret_id}"),
+            "password=changed",
+        )
+        .await?;
+    assert_eq!(status, 200, "{v}");
+    let r = anon(
+        &env,
+        "GET",
+        &format!("{dav}/p.txt?access={access}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 401, "the old password's token after a change");
+    let r = link_json(&env, &secret, &[("authorization", &basic("p", "changed"))]).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // A link without a password needs no token; an upload-only one says it is one; an unknown
+    // one is 404.
+    let v = link_json(&env, &open, &[]).await?.json()?;
+    assert_eq!(
+        (&v["name"], &v["folder"], &v["type"], &v["access"]),
+        (
+            &"p.txt".into(),
+            &false.into(),
+            &"text/plain".into(),
+            &"".into()
+        ),
+        "{v}"
+    );
+    let v = link_json(&env, &drop, &[]).await?.json()?;
+    assert_eq!(
+        (&v["drop"], &v["permissions"]),
+        (&true.into(), &4.into()),
+        "{v}"
+    );
+    let r = link_json(&env, "0123456789abcdef0123456789abcdef", &[]).await?;
+    assert_eq!(r.status, 404);
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The web app against the real `arca` binary: its page and files on the wire (headers,
 //! caching, gzip), the session (login, CSRF, logout, expiry, no Basic challenge to the
-//! browser), then the app itself in a real browser: tests/web/app.py, Playwright driving
-//! Debian's Chromium, which `make deps` installs.
+//! browser), then the app itself in a real browser: tests/web/app.py (the signed-in app) and
+//! tests/web/link.py (the public-link page), Playwright driving Debian's Chromium, which
+//! `make deps` installs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -241,6 +242,38 @@ async fn seed(addr: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a browser script of tests/web/ with the workspace's Python (Playwright) and fails,
+/// with its output, unless it passes within [`BROWSER_BUDGET`].
+async fn run_script(script: &str, args: &[String]) -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("workspace")?;
+    let python = root.join(".venv/bin/python");
+    anyhow::ensure!(
+        python.is_file() && Path::new("/usr/bin/chromium").is_file(),
+        "run `make deps` first: it installs playwright into .venv and Debian's chromium"
+    );
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(&python);
+    cmd.arg(root.join("tests/web").join(script))
+        .args(args)
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(BROWSER_BUDGET, cmd.output())
+        .await
+        .with_context(|| format!("{script} did not finish within {BROWSER_BUDGET:?}"))??;
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "{script} ({:.1}s):\n{output}",
+        started.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(out.status.success(), "{script} failed:\n{output}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
     let dir = TempDir::new();
@@ -264,34 +297,16 @@ async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
     let bytes = arca_tests::pattern(9 * 1024 * 1024 + 123, 33);
     std::fs::write(&upload, &bytes)?;
 
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("workspace")?;
-    let python = root.join(".venv/bin/python");
-    anyhow::ensure!(
-        python.is_file() && Path::new("/usr/bin/chromium").is_file(),
-        "run `make deps` first: it installs playwright into .venv and Debian's chromium"
-    );
-    let started = Instant::now();
-    let mut cmd = tokio::process::Command::new(&python);
-    cmd.arg(root.join("tests/web/app.py"))
-        .arg(format!("http://{addr}"))
-        .args(["admin", PASSWORD])
-        .arg(&upload)
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(BROWSER_BUDGET, cmd.output())
-        .await
-        .with_context(|| format!("app.py did not finish within {BROWSER_BUDGET:?}"))??;
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!(
-        "app.py ({:.1}s):\n{output}",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(out.status.success(), "app.py failed:\n{output}");
+    run_script(
+        "app.py",
+        &[
+            format!("http://{addr}"),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+            upload.display().to_string(),
+        ],
+    )
+    .await?;
 
     // The script ended on the throttle, which counts the address: let it pass.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -359,6 +374,58 @@ async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
         trash.text().matches("<d:response>").count(),
         1,
         "only the trash root is left: {}",
+        trash.text()
+    );
+    Ok(())
+}
+
+/// The public-link page as recipients see it (tests/web/link.py: protected, file, image,
+/// upload-only and read-write links), then what its clicks left on the server.
+#[tokio::test]
+async fn the_link_page_in_a_real_browser() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let addr = server.public.as_str();
+    run_script(
+        "link.py",
+        &[
+            format!("http://{addr}"),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+        ],
+    )
+    .await?;
+    let root = "/remote.php/dav/files/admin";
+    for (path, want) in [
+        ("Inbox/report.txt", "the owner's report"),
+        ("Inbox/report%20(2).txt", "a visitor's report"),
+        ("Team/made/notes.txt", "written through a link"),
+    ] {
+        let r = send_as(addr, &admin(), "GET", &format!("{root}/{path}"), &[], "").await?;
+        assert_eq!((r.status, r.text().as_str()), (200, want), "{path}");
+    }
+    let gone = send_as(
+        addr,
+        &admin(),
+        "GET",
+        &format!("{root}/Team/old.txt"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(gone.status, 404, "deleted through the link");
+    let trash = send_as(
+        addr,
+        &admin(),
+        "PROPFIND",
+        "/remote.php/dav/trash-bin/admin/",
+        &[("depth", "1")],
+        "",
+    )
+    .await?;
+    assert!(
+        trash.text().contains("old.txt"),
+        "a link's delete goes to the owner's trash: {}",
         trash.text()
     );
     Ok(())

@@ -59,10 +59,10 @@ fn run() -> Result<(), String> {
     let _ = writeln!(table, "pub const HASH: &str = {hash:?};");
     let _ = writeln!(table, "static FILES: &[Asset] = &[");
     for (i, (rel, bytes)) in files.iter().zip(contents).enumerate() {
-        // Only the page names the hashed folder: the modules reach each other relatively.
-        let bytes = if rel == "index.html" {
+        // Only the pages name the hashed folder: the modules reach each other relatively.
+        let bytes = if rel.ends_with(".html") {
             String::from_utf8(bytes)
-                .map_err(|_| "index.html is not UTF-8".to_owned())?
+                .map_err(|_| format!("{rel} is not UTF-8"))?
                 .replace(PLACEHOLDER, &prefix)
                 .into_bytes()
         } else {

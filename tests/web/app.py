@@ -21,68 +21,24 @@ Playwright's own browser builds. No page may open a dialog (an XSS payload's ale
 throw an uncaught script error.
 """
 
-import base64
 import os
 import re
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
+
+import kit
+from kit import basic_seen, check, content, dav, guard, http, names, page_errors, row, step
 
 BASE, USER, PASSWORD, UPLOAD = sys.argv[1:5]
 XSS_NAMES = ['<img src=x onerror=alert(1)>', '"><script>']
 COOKIE = "arca_session"
-# Expectations wait at most this long: the server is local, the machine is shared.
-expect.set_options(timeout=15_000)
-
-started = time.monotonic()
-step_started = started
-
-
-def step(name):
-    """Prints how long the last step took and starts the next."""
-    global step_started
-    now = time.monotonic()
-    print(f"  {now - step_started:5.2f}s  done; next: {name}", flush=True)
-    step_started = now
-
-
-def fail(message):
-    print(f"FAIL: {message}", flush=True)
-    sys.exit(1)
-
-
-def check(cond, message):
-    if not cond:
-        fail(message)
-
-
-def http(method, path, headers=None, body=None):
-    """One request outside the browser: (status, headers, body)."""
-    req = urllib.request.Request(BASE + path, method=method, headers=headers or {}, data=body)
-    try:
-        with urllib.request.urlopen(req, timeout=15) as resp:
-            return resp.status, resp.headers, resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
-
-
-BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+kit.connect(BASE, USER, PASSWORD)
+BASIC = kit.BASIC
 SYNC_CLIENT = "Mozilla/5.0 (Linux) mirall/5.3.2 (owncloudcmd)"
-
-
-def dav(method, path, headers=None, body=None):
-    """A WebDAV request on USER's files with Basic, outside the browser."""
-    return http(method, f"/remote.php/dav/files/{USER}/{path}", {"Authorization": BASIC, **(headers or {})}, body)
-
-
-def content(path):
-    status, _, body = dav("GET", path)
-    check(status == 200, f"GET {path}: {status}")
-    return body
+started = time.monotonic()
 
 
 def trash_names():
@@ -91,40 +47,11 @@ def trash_names():
     return re.findall(r"<oc:trashbin-original-filename>([^<]*)<", body.decode())
 
 
-def guard(page):
-    """Fails the run on any dialog, and records Basic challenges the page receives."""
-    page.on("dialog", lambda d: (d.dismiss(), fail(f"a dialog opened: {d.type} {d.message!r}")))
-    page.on("pageerror", lambda e: page_errors.append(str(e)))
-
-    def on_response(resp):
-        challenge = resp.headers.get("www-authenticate", "")
-        if "basic" in challenge.lower():
-            basic_seen.append(f"{resp.request.method} {resp.url}: {challenge}")
-
-    page.on("response", on_response)
-
-
-def names(page):
-    return page.eval_on_selector_all(
-        "#file-list tbody .file-name span", "els => els.map(e => e.textContent)"
-    )
-
-
 def log_in(page, user, password):
     page.fill("#login-user", user)
     page.fill("#login-password", password)
     page.click("#login-submit")
 
-
-def row(page, name):
-    return page.locator("#file-list tbody tr").filter(
-        has=page.locator(".file-name span", has_text=name)
-    )
-
-
-basic_seen = []
-# Uncaught script errors (a handler's ReferenceError): any fails the run at its end.
-page_errors = []
 
 with sync_playwright() as pw:
     # As root (in CI) Chromium's sandbox cannot start; the page is our own test server.
@@ -437,10 +364,10 @@ with sync_playwright() as pw:
         # The form is emptied once the server answered (the status line may already say so).
         expect(page.locator("#password-repeat")).to_have_value("")
         expect(page.locator("#status")).to_have_text("Password changed.")
-        auth = "Basic " + base64.b64encode(f"{USER}:{new}".encode()).decode()
+        auth = kit.basic(USER, new)
         status, _, _ = http("PROPFIND", files_root, {"Authorization": auth, "Depth": "0"})
         check(status == 207, f"PROPFIND with the new password {new!r}: {status}")
-    status, _, _ = http("PROPFIND", files_root, {"Authorization": "Basic " + base64.b64encode(f"{USER}:web-secret-2".encode()).decode(), "Depth": "0"})
+    status, _, _ = http("PROPFIND", files_root, {"Authorization": kit.basic(USER, "web-secret-2"), "Depth": "0"})
     check(status == 401, f"PROPFIND with the password changed away from: {status}")
 
     step("app passwords: create one, a client logs in with it, revoke it")
@@ -451,7 +378,7 @@ with sync_playwright() as pw:
     expect(page.locator("#token-new")).to_be_visible()
     secret = page.input_value("#token-secret")
     check(len(secret) >= 16, f"the app password shown: {secret!r}")
-    token_auth = "Basic " + base64.b64encode(f"{USER}:{secret}".encode()).decode()
+    token_auth = kit.basic(USER, secret)
     files_root = f"/remote.php/dav/files/{USER}/"
     status, _, _ = http("PROPFIND", files_root, {"Authorization": token_auth, "Depth": "0"})
     check(status == 207, f"PROPFIND with the app password: {status}")

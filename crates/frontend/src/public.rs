@@ -34,6 +34,9 @@ use crate::webdav::dav;
 use crate::webdav::{Dav, Location, dav_error, grpc_error};
 use arca_proto::headers::CLIENT_ADDR as CLIENT_ADDR_HEADER;
 
+/// The request header the link page sends the link's access token in.
+const ACCESS_HEADER: &str = "x-link-access";
+
 /// `arca_sharing::RETRY_AFTER`: how long a throttled client waits.
 const RETRY_AFTER_METADATA: &str = "arca-retry-after";
 // Upload-only links lack the read bit.
@@ -83,10 +86,19 @@ struct Opened {
     share: Share,
     identity: HeaderValue,
     node: Node,
+    /// `OpenLinkResponse.access`: set when this request gave the password.
+    access: String,
 }
 
-/// Opens the link named in the request, or the answer refusing it.
-async fn open(gateway: &Channel, token: &str, headers: &HeaderMap) -> Result<Opened, Response> {
+/// Opens the link named in a request with these `headers` (the password) or `access` token,
+/// or the answer refusing it. (Not the request itself: its body is not `Sync`, so holding a
+/// reference to it across an await would make the handler's future not `Send`.)
+async fn open(
+    gateway: &Channel,
+    token: &str,
+    headers: &HeaderMap,
+    access: String,
+) -> Result<Opened, Response> {
     let client = headers
         .get(CLIENT_ADDR_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -97,9 +109,10 @@ async fn open(gateway: &Channel, token: &str, headers: &HeaderMap) -> Result<Ope
             token: token.to_owned(),
             password: basic_password(headers),
             client,
+            access,
         })
         .await
-        .map_err(refusal)?
+        .map_err(|s| refusal(s, from_script(headers)))?
         .into_inner();
     let share = opened.share.unwrap_or_default();
     let identity = HeaderValue::from_str(&opened.identity)
@@ -125,7 +138,40 @@ async fn open(gateway: &Channel, token: &str, headers: &HeaderMap) -> Result<Ope
         share,
         identity,
         node,
+        access: opened.access,
     })
+}
+
+/// The link's access token (`OpenLinkResponse.access`) a request brings in place of the
+/// password: in [`ACCESS_HEADER`], or for a GET or HEAD in the query's `access` (a download
+/// link or an image the page points at cannot carry a header).
+fn access_token(req: &Request) -> String {
+    if let Some(v) = req
+        .headers()
+        .get(ACCESS_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        return v.trim().to_owned();
+    }
+    if !matches!(req.method().as_str(), "GET" | "HEAD") {
+        return String::new();
+    }
+    // The token is base64url and dots: nothing in it is percent-encoded.
+    req.uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("access="))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Whether the request comes from a page's script, which must not get a Basic challenge:
+/// the browser would answer it with its own password prompt over the page's form.
+fn from_script(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-requested-with")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"XMLHttpRequest"))
 }
 
 /// Runs `fut` with the link's identity on every call it makes.
@@ -136,15 +182,18 @@ async fn as_link<F: Future>(identity: &HeaderValue, fut: F) -> F::Output {
 }
 
 /// Why a link did not open, as HTTP: 404 unknown or expired, 401 password needed or wrong
-/// (with a Basic challenge, so clients ask for it), 429 when throttled.
-fn refusal(s: tonic::Status) -> Response {
+/// (with a Basic challenge, so clients ask for it, unless a page's `script` asked), 429 when
+/// throttled.
+fn refusal(s: tonic::Status, script: bool) -> Response {
     match ErrorKind::of(&s) {
         ErrorKind::Unauthenticated => {
             let mut resp = dav_error(StatusCode::UNAUTHORIZED, s.message(), None);
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"public link\", charset=\"UTF-8\""),
-            );
+            if !script {
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"public link\", charset=\"UTF-8\""),
+                );
+            }
             resp
         }
         ErrorKind::Unavailable if s.metadata().contains_key(RETRY_AFTER_METADATA) => {
@@ -178,7 +227,8 @@ async fn webdav(State(dav): State<Arc<Dav>>, req: Request) -> Response {
     let Some((prefix, token, rest)) = split(&raw) else {
         return dav_error(StatusCode::NOT_FOUND, "Resource not found", None);
     };
-    let opened = match open(dav.gateway(), token, req.headers()).await {
+    let access = access_token(&req);
+    let opened = match open(dav.gateway(), token, req.headers(), access).await {
         Ok(o) => o,
         Err(resp) => return resp,
     };
@@ -300,8 +350,69 @@ fn confine_destination(req: &mut Request, token: &str, opened: &Opened) -> Resul
     Ok(())
 }
 
-/// `/s/{token}`: a file's contents, a folder's listing as a small page, or how to upload to
-/// a drop.
+/// What a `/s/{token}` request asks for, by its `Accept`.
+#[derive(Debug, PartialEq, Eq)]
+enum Wanted {
+    /// A browser navigating: the link page of the web app.
+    Page,
+    /// The link page's script: what the link is ([`link_info`]).
+    Json,
+    /// Anything else (curl, wget, a script of its own): the file's bytes, or a bare listing.
+    Raw,
+}
+
+fn wanted(headers: &HeaderMap) -> Wanted {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    // The first type listed: browsers lead with text/html, the page's fetch names JSON.
+    match accept.split([',', ';']).next().map(str::trim) {
+        Some("text/html") => Wanted::Page,
+        Some("application/json") => Wanted::Json,
+        _ => Wanted::Raw,
+    }
+}
+
+/// What the link page needs to show a link, as JSON: its item (name, folder or file, size,
+/// modification time in ms, media type), what it allows (`permissions`, the OCS bits, and
+/// `drop` for upload-only), whose it is (`owner`, a display name), when it ends (`expires`,
+/// ms, or null) and, after a password, the `access` token that stands for it. Refusals are
+/// those of the link (401 without a challenge to a script, 404, 429 with Retry-After).
+async fn link_info(dav: &Dav, token: &str, headers: &HeaderMap, access: String) -> Response {
+    let opened = match open(dav.gateway(), token, headers, access).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    let node = &opened.node;
+    let share = &opened.share;
+    let mime = if node.is_dir {
+        String::new()
+    } else {
+        crate::webdav::content_type(&node.name).to_owned()
+    };
+    let body = serde_json::json!({
+        "name": node.name,
+        "folder": node.is_dir,
+        "size": node.size,
+        "modified": node.mtime_ns / 1_000_000,
+        "type": mime,
+        "permissions": share.permissions,
+        "drop": share.permissions & READ == 0,
+        "owner": share.owner_display_name,
+        "expires": (share.expires > 0).then_some(share.expires * 1000),
+        "access": opened.access,
+    });
+    let mut resp = axum::Json(body).into_response();
+    // The answer may carry a credential (the access token): no cache keeps it.
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// `/s/{token}` for clients other than browsers: a file's contents, a folder's listing as a
+/// small page, or how to upload to a drop.
 async fn browser(
     State(dav): State<Arc<Dav>>,
     axum::extract::Path(token): axum::extract::Path<String>,
@@ -310,7 +421,17 @@ async fn browser(
     if !matches!(req.method().as_str(), "GET" | "HEAD") {
         return (StatusCode::METHOD_NOT_ALLOWED, "GET only\n").into_response();
     }
-    let opened = match open(dav.gateway(), &token, req.headers()).await {
+    match wanted(req.headers()) {
+        // The page opens the link itself (it asks for the JSON below), password and all.
+        Wanted::Page => return arca_web::link_page(req.headers()),
+        Wanted::Json => {
+            let access = access_token(&req);
+            return link_info(&dav, &token, req.headers(), access).await;
+        }
+        Wanted::Raw => {}
+    }
+    let access = access_token(&req);
+    let opened = match open(dav.gateway(), &token, req.headers(), access).await {
         Ok(o) => o,
         Err(resp) => return resp,
     };

@@ -23,12 +23,26 @@ use arca_transport::context::IDENTITY as IDENTITY_METADATA;
 /// How long the identity a public link hands out lasts: one request's worth, with room for a
 /// slow upload to start. Revocation does not wait for it: providers ask `Grants` on every call.
 const LINK_IDENTITY_TTL: Duration = Duration::from_secs(60);
+/// How long an `access` token stands for a link's password: a working day of browsing a
+/// protected folder without typing it again. A changed password ends it sooner.
+const LINK_ACCESS_TTL: Duration = Duration::from_secs(8 * 3600);
+/// The purposes of an access token and of the password tag inside it.
+const LINK_ACCESS_PURPOSE: &str = "link-access";
+const LINK_PASSWORD_PURPOSE: &str = "link-password";
 /// The sharing service's own identity token, minted per call.
 const SERVICE_TTL: Duration = Duration::from_secs(60);
 /// Metadata telling the frontend how long a throttled client must wait (it answers 429).
 pub const RETRY_AFTER: &str = "arca-retry-after";
 
 use arca_proto::sharing::share_state::{ACCEPTED, DECLINED, PENDING};
+
+/// What an access token vouches for: the password of this link, as it is now.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LinkAccess {
+    share: String,
+    /// A tag of the password's hash: the hash itself stays in storage-system.
+    pw: String,
+}
 
 pub(crate) struct SharingApi {
     pub(crate) system: Channel,
@@ -335,6 +349,16 @@ impl SharingApi {
             out.push((r, state, mount));
         }
         Ok(out)
+    }
+
+    /// Whether `token` is an unexpired access token for link `r` with its current password
+    /// (the tag of the password's hash, which a new password's salt changes).
+    fn access_valid(&self, token: &str, r: &ShareRecord) -> bool {
+        self.signer
+            .verify::<LinkAccess>(LINK_ACCESS_PURPOSE, token)
+            .is_ok_and(|a| {
+                a.share == r.id && a.pw == self.signer.tag(LINK_PASSWORD_PURPOSE, &r.password_hash)
+            })
     }
 
     fn link_identity(&self, share_id: &str, name: &str) -> String {
@@ -769,16 +793,31 @@ impl Sharing for SharingApi {
         if expired(&r) {
             return Err(ErrorKind::NotFound.status("the link has expired"));
         }
+        let mut access = String::new();
         if !r.password_hash.is_empty() {
             if let Some(refused) = throttled() {
                 return Err(refused);
             }
-            if q.password.is_empty() {
+            if !q.access.is_empty() {
+                if !self.access_valid(&q.access, &r) {
+                    self.throttle.failed(&keys);
+                    return Err(ErrorKind::Unauthenticated
+                        .status("the link's access has ended: give the password again"));
+                }
+            } else if q.password.is_empty() {
                 return Err(ErrorKind::Unauthenticated.status("the link needs a password"));
-            }
-            if !arca_runtime::password::verify(q.password, r.password_hash.clone()).await {
+            } else if !arca_runtime::password::verify(q.password, r.password_hash.clone()).await {
                 self.throttle.failed(&keys);
                 return Err(ErrorKind::Unauthenticated.status("wrong password"));
+            } else {
+                access = self.signer.sign(
+                    LINK_ACCESS_PURPOSE,
+                    &LinkAccess {
+                        share: r.id.clone(),
+                        pw: self.signer.tag(LINK_PASSWORD_PURPOSE, &r.password_hash),
+                    },
+                    LINK_ACCESS_TTL,
+                );
             }
         }
         let identity = self.link_identity(&r.id, &r.name);
@@ -791,6 +830,7 @@ impl Sharing for SharingApi {
         Ok(Response::new(OpenLinkResponse {
             share: Some(share),
             identity,
+            access,
         }))
     }
 }

@@ -18,9 +18,12 @@ export class HttpError extends Error {
   }
 }
 
+/** Headers every request carries besides those below (the link page's access token). */
+export const always = {};
+
 /** Headers every request of the app carries, plus `extra`. */
 export function headers(method, extra = {}) {
-  const h = { "X-Requested-With": "XMLHttpRequest", ...extra };
+  const h = { "X-Requested-With": "XMLHttpRequest", ...always, ...extra };
   if (!SAFE.has(method) && session.current) h["X-CSRF-Token"] = session.current.csrf;
   return h;
 }

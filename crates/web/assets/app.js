@@ -547,7 +547,15 @@ function wire() {
   $("new-folder").addEventListener("click", () => toggleNewFolder($("new-folder-form").hidden));
   $("new-folder-cancel").addEventListener("click", () => toggleNewFolder(false));
   $("new-folder-form").addEventListener("submit", onNewFolder);
-  wireUploads({ folder: () => state.path, refresh });
+  wireUploads({
+    folder: () => state.path,
+    refresh,
+    url: (path) => dav.url(api.session.current.user, path),
+    zone: $("files"),
+    list: $("uploads"),
+    files: $("upload-input"),
+    folders: $("upload-folder-input"),
+  });
   wireTrash(route);
   wireTokens();
   $("select-all").addEventListener("change", onSelectAll);

@@ -1,6 +1,6 @@
-// The user's files over WebDAV (RFC 4918), at /remote.php/dav/files/{user}/: list a folder
-// (PROPFIND, Depth 1), make one (MKCOL), rename (MOVE), delete (DELETE: the server moves it to
-// the trash). Paths inside the app are decoded, "/"-separated, "/" for the root.
+// Files over WebDAV (RFC 4918), at /remote.php/dav/files/{user}/ (the `…At` forms at any root,
+// a public link's too): list a folder (PROPFIND, Depth 1), make one (MKCOL), rename (MOVE),
+// delete (DELETE: the server moves it to the trash). Paths inside the app are decoded, "/"-separated, "/" for the root.
 
 import { request, failure } from "./api.js";
 
@@ -37,13 +37,18 @@ function text(el, name, ns = DAV) {
 
 /** The entries of the folder `path`: [{name, folder, size, modified (ms), type, id}]. */
 export async function list(user, path) {
-  const resp = await request("PROPFIND", url(user, path), {
+  return listAt(url(user, path));
+}
+
+/** The entries of the folder at `folderUrl` (any WebDAV root: a user's files, a link's). */
+export async function listAt(folderUrl) {
+  const resp = await request("PROPFIND", folderUrl, {
     headers: { Depth: "1", "Content-Type": "application/xml; charset=utf-8" },
     body: PROPFIND_BODY,
   });
   if (resp.status !== 207) throw await failure(resp, "Cannot list this folder");
   const doc = new DOMParser().parseFromString(await resp.text(), "application/xml");
-  const self = url(user, path).replace(/\/$/, "");
+  const self = new URL(folderUrl, location.origin).pathname.replace(/\/$/, "");
   const entries = [];
   for (const r of doc.getElementsByTagNameNS(DAV, "response")) {
     const href = text(r, "href");
@@ -104,19 +109,34 @@ export async function transfer(method, user, from, to, replace = false) {
   return "done";
 }
 
-/** Makes every missing folder of `path` (MKCOL each; one that exists answers 405). */
+/** Makes every missing folder of `path` in `user`'s files. */
 export async function mkdirs(user, path) {
+  await mkdirsAt((p) => url(user, p), path);
+}
+
+/** Makes every missing folder of `path`, `urlOf(path)` its URL (MKCOL each; 405: it exists). */
+export async function mkdirsAt(urlOf, path) {
   let at = "";
   for (const name of path.split("/").filter(Boolean)) {
     at = `${at}/${name}`;
-    const resp = await request("MKCOL", url(user, at));
+    const resp = await request("MKCOL", urlOf(at));
     if (resp.status !== 201 && resp.status !== 405) throw await failure(resp, "Cannot create the folder");
   }
 }
 
 /** Deletes `path`: the server keeps it in the trash. */
 export async function remove(user, path) {
-  await expect(await request("DELETE", url(user, path)), [204, 200], "Cannot delete");
+  await removeAt(url(user, path));
+}
+
+/** Deletes what `target` names (a URL). */
+export async function removeAt(target) {
+  await expect(await request("DELETE", target), [204, 200], "Cannot delete");
+}
+
+/** Makes the folder `target` names (a URL). */
+export async function mkcolAt(target) {
+  await expect(await request("MKCOL", target), [201], "Cannot create the folder");
 }
 
 /** A name beside `name` that `taken` does not hold: `a (2).txt`, `a (3).txt`, … */

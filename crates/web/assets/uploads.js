@@ -1,15 +1,13 @@
-// Uploads from the page: files and folders from the pickers or dropped onto the list, through
-// TUS (tus.js), a few at a time, each with its line in the upload list.
+// Uploads from a page: files and folders from the pickers or dropped onto a zone, through
+// TUS (tus.js), a few at a time, each with its line in an upload list. The app's files view
+// and the link page each wire one (`wireUploads`) with where their files go.
 
-import * as api from "./api.js";
 import * as dav from "./dav.js";
 import { upload, CANCELLED } from "./tus.js";
 import { h, formatSize, announce } from "./ui.js";
 
-const $ = (id) => document.getElementById(id);
-
-/** The folder shown and how to list it again (the app's). */
-let current = { folder: () => "/", refresh: async () => {} };
+// Each function takes `where`, what `wireUploads` was given: where uploads go and what shows
+// them (one page may wire several: the link page has a folder view and a drop zone).
 
 /** Uploads at once; the rest wait their turn. */
 const PARALLEL_UPLOADS = 3;
@@ -19,12 +17,11 @@ const PARALLEL_UPLOADS = 3;
  * `folder` itself) into `folder`: the folders on the way first, then the files a few at a
  * time, each with its progress, speed, time left and a cancel button.
  */
-async function uploadAll(items, folder) {
+async function uploadAll(where, items, folder) {
   if (items.length === 0) return;
-  const me = api.session.current;
   const dirs = [...new Set(items.map((i) => i.dir).filter(Boolean))].sort();
   try {
-    for (const d of dirs) await dav.mkdirs(me.user, dav.join(folder, d));
+    for (const d of dirs) await dav.mkdirsAt(where.url, dav.join(folder, d));
   } catch (e) {
     return announce(e.message, "error");
   }
@@ -34,11 +31,11 @@ async function uploadAll(items, folder) {
     while (next < items.length) {
       const i = next;
       next += 1;
-      results[i] = await uploadOne(items[i], folder);
+      results[i] = await uploadOne(where, items[i], folder);
     }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL_UPLOADS, items.length) }, worker));
-  if (current.folder() === folder) await current.refresh();
+  if (where.folder() === folder) await where.refresh();
   const count = (r) => results.filter((x) => x === r).length;
   const [done, failed, cancelled] = [count("done"), count("failed"), count("cancelled")];
   const extra = [failed ? `${failed} failed` : "", cancelled ? `${cancelled} cancelled` : ""].filter(Boolean);
@@ -54,20 +51,19 @@ function seconds(s) {
 }
 
 /** One file's upload with its line in the upload list: "done", "failed" or "cancelled". */
-async function uploadOne({ file, dir }, folder) {
-  const me = api.session.current;
+async function uploadOne(where, { file, dir }, folder) {
   const shown = dir ? `${dir}/${file.name}` : file.name;
   const abort = new AbortController();
   const bar = h("progress", { max: file.size || 1, value: 0, "aria-label": `Uploading ${shown}` });
   const label = h("span", { class: "upload-state" }, "0 %");
   const cancel = h("button", { type: "button", class: "button quiet", "aria-label": `Cancel ${shown}`, onclick: () => abort.abort() }, "Cancel");
   const item = h("li", { dataset: { name: shown } }, h("span", { class: "upload-name" }, shown), bar, label, cancel);
-  $("uploads").append(item);
+  where.list.append(item);
   const started = performance.now();
   try {
     await upload(
       file,
-      dav.url(me.user, dir ? dav.join(folder, dir) : folder),
+      where.url(dir ? dav.join(folder, dir) : folder),
       (sent) => {
         bar.value = sent;
         const pct = file.size ? Math.floor((sent * 100) / file.size) : 100;
@@ -91,22 +87,22 @@ async function uploadOne({ file, dir }, folder) {
   }
 }
 
-async function onUpload() {
-  const input = $("upload-input");
+async function onUpload(where) {
+  const input = where.files;
   const items = [...input.files].map((file) => ({ file, dir: "" }));
   input.value = "";
-  await uploadAll(items, current.folder());
+  await uploadAll(where, items, where.folder());
 }
 
 /** A folder chosen in the picker: each file with the folders of its relative path. */
-async function onUploadFolder() {
-  const input = $("upload-folder-input");
+async function onUploadFolder(where) {
+  const input = where.folders;
   const items = [...input.files].map((file) => {
     const rel = file.webkitRelativePath || file.name;
     return { file, dir: rel.slice(0, Math.max(0, rel.lastIndexOf("/"))) };
   });
   input.value = "";
-  await uploadAll(items, current.folder());
+  await uploadAll(where, items, where.folder());
 }
 
 /**
@@ -135,9 +131,9 @@ async function dropped(dt) {
   return out;
 }
 
-function wireDrop() {
-  const zone = $("files");
-  const dragging = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files");
+function wireDrop(where) {
+  const zone = where.zone;
+  const dragging = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files") && where.allowed();
   zone.addEventListener("dragover", (e) => {
     if (!dragging(e)) return;
     e.preventDefault();
@@ -150,21 +146,27 @@ function wireDrop() {
   zone.addEventListener("drop", async (e) => {
     e.preventDefault();
     zone.classList.remove("drop-target");
-    const folder = current.folder();
+    if (!where.allowed()) return;
+    const folder = where.folder();
     let items;
     try {
       items = await dropped(e.dataTransfer);
     } catch (err) {
       return announce(`Cannot read what was dropped: ${err.message}`, "error");
     }
-    await uploadAll(items, folder);
+    await uploadAll(where, items, folder);
   });
 }
 
-/** Wires the pickers and the drop zone; `shown` tells the folder shown and lists it again. */
-export function wireUploads(shown) {
-  current = shown;
-  $("upload-input").addEventListener("change", onUpload);
-  $("upload-folder-input").addEventListener("change", onUploadFolder);
-  wireDrop();
+/**
+ * Wires the pickers and the drop zone of `where`: `folder()` the folder shown, `refresh()`
+ * lists it again, `url(path)` the WebDAV URL of a folder; `zone` takes drops while
+ * `allowed()` (default: always), `list` shows the progress, `files` and `folders` (may be
+ * absent) are the pickers.
+ */
+export function wireUploads(where) {
+  const w = { allowed: () => true, ...where };
+  w.files.addEventListener("change", () => onUpload(w));
+  w.folders?.addEventListener("change", () => onUploadFolder(w));
+  wireDrop(w);
 }

@@ -31,6 +31,14 @@ include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
 /// The page that starts the app.
 const INDEX: &str = "index.html";
+/// The page a public link's recipient sees at `/s/{token}`: smaller than the app (no login,
+/// no account), the first and often only thing of arca they load.
+const LINK_PAGE: &str = "link.html";
+
+/// Whether a page is served at a fixed address (revalidated) rather than below the hash.
+fn is_page(name: &str) -> bool {
+    name == INDEX || name == LINK_PAGE
+}
 
 /// Only the app's own files, no inline script or style (an injected `<script>` or `onerror`
 /// runs nowhere), images also from `blob:`/`data:` (previews made in the page), never framed
@@ -74,8 +82,18 @@ fn find(name: &str) -> Option<&'static Asset> {
 /// `/`: the page, revalidated every time (`no-cache`) so a new build's hash is seen at once;
 /// its ETag is the content hash, so revalidation costs a 304.
 async fn index(headers: HeaderMap) -> Response {
-    match find(INDEX) {
-        Some(page) => serve(page, &headers, "no-cache"),
+    page(INDEX, &headers)
+}
+
+/// The public-link page, which the frontend serves at `/s/{token}` to browsers (its script
+/// reads the token from the address and opens the link itself). Revalidated like `/`.
+pub fn link_page(headers: &HeaderMap) -> Response {
+    page(LINK_PAGE, headers)
+}
+
+fn page(name: &str, headers: &HeaderMap) -> Response {
+    match find(name) {
+        Some(page) => serve(page, headers, "no-cache"),
         None => not_found(),
     }
 }
@@ -84,7 +102,7 @@ async fn index(headers: HeaderMap) -> Response {
 /// from an older build that asks is reloaded by its user and gets the new one).
 async fn asset(Path((hash, file)): Path<(String, String)>, headers: HeaderMap) -> Response {
     match find(&file) {
-        Some(a) if hash == HASH && a.name != INDEX => {
+        Some(a) if hash == HASH && !is_page(a.name) => {
             serve(a, &headers, "public, max-age=31536000, immutable")
         }
         _ => not_found(),
@@ -212,13 +230,21 @@ mod tests {
     }
 
     #[test]
-    fn the_page_names_this_builds_files() {
-        let page =
-            std::str::from_utf8(find(INDEX).map(|a| a.raw).unwrap_or_default()).unwrap_or_default();
-        assert!(page.contains(&format!("{}/{HASH}/app.js", routes::WEB_ASSETS)));
-        assert!(!page.contains("{{"), "a placeholder was left in the page");
-        // No inline script or style: the CSP would refuse it anyway.
-        assert!(!page.contains("<script>") && !page.contains("style="));
+    fn the_pages_name_this_builds_files() {
+        for (name, script) in [(INDEX, "app.js"), (LINK_PAGE, "link.js")] {
+            let page = std::str::from_utf8(find(name).map(|a| a.raw).unwrap_or_default())
+                .unwrap_or_default();
+            assert!(
+                page.contains(&format!("{}/{HASH}/{script}", routes::WEB_ASSETS)),
+                "{name}"
+            );
+            assert!(!page.contains("{{"), "a placeholder was left in {name}");
+            // No inline script or style: the CSP would refuse it anyway.
+            assert!(
+                !page.contains("<script>") && !page.contains("style="),
+                "{name}"
+            );
+        }
     }
 
     async fn get(path: &str, accept: Option<&str>) -> Response {

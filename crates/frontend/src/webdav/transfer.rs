@@ -156,6 +156,16 @@ pub(super) async fn download(
     if let Ok(v) = HeaderValue::from_str(&content_disposition(&node.name)) {
         hm.insert(header::CONTENT_DISPOSITION, v);
     }
+    // Users' bytes come from the web app's origin: should a browser ever render one (an
+    // HTML or SVG file opened in a tab), it runs no script and reaches nothing of the app.
+    hm.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; sandbox"),
+    );
+    hm.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     if !node.sha1.is_empty()
         && let Ok(v) = HeaderValue::from_str(&format!("SHA1:{}", node.sha1))
     {
