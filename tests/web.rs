@@ -430,3 +430,39 @@ async fn the_link_page_in_a_real_browser() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Sharing in the app (tests/web/share.py: the share panel, roles, expiry, groups, a link with
+/// a password on the clipboard, "Shared by me", then the recipient's "Shared with me"), then
+/// the share records it left.
+#[tokio::test]
+async fn sharing_in_a_real_browser() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    // Shares wait for the recipient, so that "Shared with me" has something to accept.
+    let server = start(&dir, &[("sharing.auto_accept", "false")]).await?;
+    let addr = server.public.as_str();
+    run_script(
+        "share.py",
+        &[
+            format!("http://{addr}"),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+        ],
+    )
+    .await?;
+    let r = send_as(
+        addr,
+        &admin(),
+        "GET",
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json",
+        &[("ocs-apirequest", "true")],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json()?;
+    let shares = v["ocs"]["data"].as_array().context("shares")?;
+    assert_eq!(shares.len(), 1, "alice's share only: {v}");
+    assert_eq!(shares[0]["share_with"], "alice");
+    assert_eq!(shares[0]["permissions"], 15);
+    Ok(())
+}

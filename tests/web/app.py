@@ -30,7 +30,7 @@ import time
 from playwright.sync_api import expect, sync_playwright
 
 import kit
-from kit import basic_seen, check, content, dav, guard, http, names, page_errors, row, step
+from kit import basic_seen, check, content, dav, guard, http, log_in, names, page_errors, row, step
 
 BASE, USER, PASSWORD, UPLOAD = sys.argv[1:5]
 XSS_NAMES = ['<img src=x onerror=alert(1)>', '"><script>']
@@ -45,12 +45,6 @@ def trash_names():
     status, _, body = http("PROPFIND", f"/remote.php/dav/trash-bin/{USER}/", {"Authorization": BASIC, "Depth": "1"})
     check(status == 207, f"PROPFIND the trash: {status}")
     return re.findall(r"<oc:trashbin-original-filename>([^<]*)<", body.decode())
-
-
-def log_in(page, user, password):
-    page.fill("#login-user", user)
-    page.fill("#login-password", password)
-    page.click("#login-submit")
 
 
 with sync_playwright() as pw:
@@ -190,7 +184,7 @@ with sync_playwright() as pw:
     page.locator("#file-list .file-name", has_text="docs").focus()
     page.keyboard.press("Tab")
     label = page.evaluate("document.activeElement.getAttribute('aria-label')")
-    check(label == "Rename docs", f"Tab after the folder link focuses {label!r}")
+    check(label == "Share docs", f"Tab after the folder link focuses {label!r}")
     page.keyboard.press("Shift+Tab")
     focused = page.evaluate("document.activeElement.textContent")
     check(focused == "docs", f"Shift+Tab went to {focused!r}")

@@ -97,3 +97,10 @@ def names(page):
 def row(page, name):
     """The file list's row of `name`."""
     return page.locator("#file-list tbody tr").filter(has=page.locator(".file-name span", has_text=name))
+
+
+def log_in(page, user, password):
+    """Fills the app's login form and sends it."""
+    page.fill("#login-user", user)
+    page.fill("#login-password", password)
+    page.click("#login-submit")

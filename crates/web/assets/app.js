@@ -9,6 +9,7 @@ import { ask } from "./dialog.js";
 import { wireUploads } from "./uploads.js";
 import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
+import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
 import { h, icon, formatSize, formatDate, announce } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
@@ -26,11 +27,9 @@ const state = {
 // ------------------------------------------------------------------------- login
 
 function showLogin(message) {
-  $("tokens").hidden = true;
+  for (const v of ["files", ...Object.keys(VIEWS)]) $(v).hidden = true;
   $("token-new").hidden = true;
-  $("files").hidden = true;
   $("quota").hidden = true;
-  $("trash").hidden = true;
   $("views").hidden = true;
   $("burst").hidden = true;
   $("who").hidden = true;
@@ -93,7 +92,7 @@ function enter() {
   $("who").hidden = false;
   $("logout").hidden = false;
   $("views").hidden = false;
-  if (!location.hash.startsWith("#/files") && !["#/trash", "#/tokens"].includes(location.hash)) {
+  if (!location.hash.startsWith("#/files") && !Object.values(VIEWS).includes(location.hash)) {
     history.replaceState(null, "", "#/files/");
   }
   route();
@@ -119,25 +118,34 @@ function go(path) {
   location.hash = hashFor(path);
 }
 
+/** The views besides the files, by section id: the hash that shows each. */
+const VIEWS = {
+  trash: "#/trash",
+  tokens: "#/tokens",
+  "shared-with": "#/shared-with-me",
+  "shared-by": "#/shared-by-me",
+};
+const REFRESH = {
+  trash: refreshTrash,
+  tokens: refreshTokens,
+  "shared-with": refreshSharedWithMe,
+  "shared-by": refreshSharedByMe,
+};
+
 async function route() {
   if (!api.session.current) return;
-  const trash = location.hash === "#/trash";
-  const tokens = location.hash === "#/tokens";
-  const files = !trash && !tokens;
-  $("files").hidden = !files;
-  $("trash").hidden = !trash;
-  $("tokens").hidden = !tokens;
-  if (!tokens) $("token-new").hidden = true;
-  for (const [id, on] of [["view-files", files], ["view-trash", trash], ["view-tokens", tokens]]) {
-    if (on) $(id).setAttribute("aria-current", "page");
-    else $(id).removeAttribute("aria-current");
+  const view = Object.keys(VIEWS).find((v) => VIEWS[v] === location.hash) || "files";
+  for (const v of ["files", ...Object.keys(VIEWS)]) {
+    $(v).hidden = v !== view;
+    const tab = $(`view-${v}`);
+    if (v === view) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
   }
+  if (view !== "tokens") $("token-new").hidden = true;
   showBurst();
   showUsage();
-  if (trash) {
-    await refreshTrash();
-  } else if (tokens) {
-    await refreshTokens();
+  if (view !== "files") {
+    await REFRESH[view]();
   } else {
     const path = pathFromHash();
     if (path !== state.path) state.selected.clear();
@@ -257,6 +265,11 @@ function row(entry) {
           { type: "button", class: "icon-button", "aria-label": `Versions of ${entry.name}`, onclick: () => showVersions(entry) },
           icon("versions", 18),
         ),
+    h(
+      "button",
+      { type: "button", class: "icon-button", "aria-label": `Share ${entry.name}`, onclick: () => showShare(entry, path) },
+      icon("share", 18),
+    ),
     h(
       "button",
       { type: "button", class: "icon-button", "aria-label": `Rename ${entry.name}`, onclick: () => startRename(entry, tr) },

@@ -1,0 +1,175 @@
+"""Sharing in the web app, in a real browser, clicked through as people would.
+
+Run by tests/web.rs against a running `arca` (with sharing.auto_accept off):
+
+    share.py BASE_URL USER PASSWORD
+
+The script makes a second user (alice, with a password it chooses) and a group (team, alice in
+it) over Graph, and USER's folder Project with a file, outside the browser. Then USER, logged
+in: opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
+sets an expiry, adds the group and removes it again, creates an upload-only link with a
+password (its URL lands on the clipboard), and removes the link from "Shared by me". Then
+alice, logged in: finds Project pending in "Shared with me", accepts it, opens it, reads the
+file, and declines it. After each step the share records are read back over OCS with Basic.
+Exits non-zero on the first failure, naming it; no page may open a dialog, throw an uncaught
+error or receive a Basic challenge.
+"""
+
+import json
+import re
+import sys
+import urllib.parse
+
+from playwright.sync_api import expect, sync_playwright
+
+import kit
+from kit import basic_seen, check, dav, guard, http, log_in, names, page_errors, row, step
+
+BASE, USER, PASSWORD = sys.argv[1:4]
+ALICE_PASSWORD = "alice-in-the-browser"
+kit.connect(BASE, USER, PASSWORD)
+OCS = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
+
+
+def ocs(user_auth, query):
+    """The shares an OCS listing returns for `query`, as `user_auth` (a Basic header)."""
+    status, _, body = http("GET", f"{OCS}?format=json&{query}", {"Authorization": user_auth, "OCS-APIREQUEST": "true"})
+    check(status == 200, f"OCS {query}: {status} {body[:200]!r}")
+    return json.loads(body)["ocs"]["data"]
+
+
+def shares_of(path):
+    return ocs(kit.BASIC, "path=" + urllib.parse.quote(path))
+
+
+def graph(method, path, body):
+    status, _, raw = http(
+        method,
+        f"/graph/v1.0/{path}",
+        {"Authorization": kit.BASIC, "Content-Type": "application/json"},
+        json.dumps(body).encode(),
+    )
+    check(status in (201, 204), f"Graph {method} {path}: {status} {raw[:200]!r}")
+    return json.loads(raw) if raw else None
+
+
+def date_input(locator, value):
+    """Sets a date input as a person picking a day does (the change event fires)."""
+    locator.fill(value)
+    locator.dispatch_event("change")
+
+
+step("alice, the group team, and Project over Graph and WebDAV")
+alice = graph(
+    "POST",
+    "users",
+    {
+        "onPremisesSamAccountName": "alice",
+        "displayName": "Alice Liddell",
+        "mail": "alice@example.org",
+        "passwordProfile": {"password": ALICE_PASSWORD},
+    },
+)
+team = graph("POST", "groups", {"displayName": "team"})
+graph("POST", f"groups/{team['id']}/members/$ref", {"@odata.id": f"{BASE}/graph/v1.0/users/{alice['id']}"})
+status, _, _ = dav("MKCOL", "Project")
+check(status == 201, f"MKCOL Project: {status}")
+status, _, _ = dav("PUT", "Project/plan.txt", body=b"the plan")
+check(status == 201, f"PUT plan.txt: {status}")
+
+with sync_playwright() as pw:
+    # As root (in CI) Chromium's sandbox cannot start; the page is our own test server.
+    browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=BASE)
+    page = ctx.new_page()
+    guard(page)
+    page.goto(BASE + "/")
+    log_in(page, USER, PASSWORD)
+    expect(row(page, "Project")).to_have_count(1)
+
+    step("find alice by typing and share Project with her")
+    row(page, "Project").locator("button[aria-label='Share Project']").click()
+    expect(page.locator("#dialog")).to_be_visible()
+    expect(page.locator("#dialog-title")).to_have_text("Share Project")
+    page.fill("#share-search", "lidd")
+    expect(page.locator(".share-result", has_text="Alice Liddell")).to_have_count(1)
+    page.locator(".share-result", has_text="Alice Liddell").click()
+    person = page.locator(".share-list li[data-with='alice']")
+    expect(person).to_have_count(1)
+    found = [s for s in shares_of("/Project") if s["share_type"] == 0]
+    check(len(found) == 1 and found[0]["share_with"] == "alice" and found[0]["permissions"] == 1, f"alice's share: {found}")
+
+    step("make alice an editor until a day in 2031")
+    person.locator("select").select_option(label="Can edit")
+    page.wait_for_function(
+        "() => document.querySelector(\".share-list li[data-with='alice'] select\").selectedOptions[0].text === 'Can edit'"
+    )
+    date_input(person.locator("input[type=date]"), "2031-05-06")
+    expect(page.locator("#status")).to_contain_text("ends on 2031-05-06")
+    found = [s for s in shares_of("/Project") if s["share_type"] == 0]
+    check(found[0]["permissions"] == 15, f"alice is not an editor: {found}")
+    check(str(found[0]["expiration"]).startswith("2031-05-06"), f"alice's expiry: {found}")
+
+    step("add the group team, then remove it")
+    page.fill("#share-search", "tea")
+    expect(page.locator(".share-result", has_text="team")).to_have_count(1)
+    page.press("#share-search", "Enter")
+    group = page.locator(".share-list li[data-with='team']")
+    expect(group).to_have_count(1)
+    check(any(s["share_type"] == 1 for s in shares_of("/Project")), "no group share on the server")
+    group.locator("button[aria-label='Stop sharing with team']").click()
+    expect(group).to_have_count(0)
+    check(not any(s["share_type"] == 1 for s in shares_of("/Project")), "the group share is still there")
+
+    step("an upload-only link with a password, its URL on the clipboard")
+    page.locator("select[aria-label='Role of a new link']").select_option(label="Upload only")
+    page.fill("input[aria-label='Password of a new link']", "drop-pw-1")
+    page.click("#share-create-link")
+    expect(page.locator("#status")).to_contain_text("copied")
+    links = [s for s in shares_of("/Project") if s["share_type"] == 3]
+    check(len(links) == 1 and links[0]["permissions"] == 4, f"the link: {links}")
+    check(links[0]["share_with"] == "***redacted***", f"the link has no password: {links}")
+    clipboard = page.evaluate("navigator.clipboard.readText()")
+    check(clipboard.endswith(f"/s/{links[0]['token']}"), f"clipboard holds {clipboard!r}")
+    expect(page.locator(f".share-list li[data-token='{links[0]['token']}']")).to_have_count(1)
+    page.locator("#dialog-buttons button", has_text="Close").click()
+    expect(page.locator("#dialog")).to_be_hidden()
+
+    step("Shared by me lists alice and the link; the link is removed there")
+    page.click("#view-shared-by")
+    expect(page.locator("#shared-by-list tbody tr")).to_have_count(2)
+    expect(page.locator("#shared-by-list tbody tr[data-with='alice']")).to_contain_text("Can edit")
+    page.locator(f"#shared-by-list tbody tr[data-with='{links[0]['token']}'] .icon-button").click()
+    expect(page.locator("#shared-by-list tbody tr")).to_have_count(1)
+    check(not any(s["share_type"] == 3 for s in shares_of("/Project")), "the link is still there")
+
+    step("alice: pending in Shared with me, accepted, opened, then declined")
+    page.click("#logout")
+    expect(page.locator("#login")).to_be_visible()
+    log_in(page, "alice", ALICE_PASSWORD)
+    expect(page.locator("#files")).to_be_visible()
+    page.click("#view-shared-with")
+    shared = page.locator("#shared-with-list tbody tr[data-name='Project']")
+    expect(shared).to_contain_text("Pending")
+    expect(shared).to_contain_text(re.compile(USER, re.IGNORECASE))  # the display name
+    alice_auth = kit.basic("alice", ALICE_PASSWORD)
+    mine = ocs(alice_auth, "shared_with_me=true&state=all")
+    check(len(mine) == 1 and mine[0]["state"] == 1, f"alice's received shares: {mine}")
+    shared.locator("button", has_text="Accept").click()
+    expect(shared).to_contain_text("Accepted")
+    check(ocs(alice_auth, "shared_with_me=true&state=all")[0]["state"] == 0, "not accepted on the server")
+    shared.locator("a.file-name").click()
+    expect(row(page, "plan.txt")).to_have_count(1)
+    check(names(page) == ["plan.txt"], f"the shared folder lists {names(page)}")
+    page.click("#view-shared-with")
+    shared.locator("button", has_text="Decline").click()
+    expect(shared).to_contain_text("Declined")
+    check(ocs(alice_auth, "shared_with_me=true&state=all")[0]["state"] == 2, "not declined on the server")
+
+    browser.close()
+
+check(not basic_seen, f"Basic challenges reached the page: {basic_seen}")
+check(not page_errors, f"uncaught script errors: {page_errors}")
+step("end")
+print("share.py: all steps passed", flush=True)
