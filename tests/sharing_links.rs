@@ -2,7 +2,9 @@
 //! upload-only links ("file drop") that neither reveal nor overwrite what the folder holds,
 //! link changes (narrowed, password added, removed) reaching the very next request of an
 //! open connection, and what the link page asks of `/s/{token}` (the page itself, the link as
-//! JSON, an access token standing for a password until it changes). Every service on the real
+//! JSON, an access token standing for a password until it changes), and folders and
+//! selections as one ZIP (a user's `/archiver`, a link's `/s/{token}/archive`, read back by
+//! Info-ZIP's `unzip`). Every service on the real
 //! boot path (in the test process, or the single binary where its logged events are read),
 //! anonymous requests only.
 
@@ -593,5 +595,219 @@ async fn the_link_page_opens_links_and_a_password_once() -> anyhow::Result<()> {
     );
     let r = link_json(&env, "0123456789abcdef0123456789abcdef", &[]).await?;
     assert_eq!(r.status, 404);
+    Ok(())
+}
+
+/// An archive as Info-ZIP's `unzip` reads it: every CRC checked (`-t`), then the names in
+/// order and each file's bytes.
+struct Unzipped {
+    names: Vec<String>,
+    zip: std::path::PathBuf,
+}
+
+impl Unzipped {
+    fn of(dir: &TempDir, bytes: &[u8]) -> anyhow::Result<Self> {
+        let zip = dir.join(&format!("archive-{}.zip", bytes.len()));
+        std::fs::write(&zip, bytes)?;
+        let test = std::process::Command::new("unzip")
+            .arg("-tqq")
+            .arg(&zip)
+            .output()
+            .context("unzip (make deps installs it)")?;
+        anyhow::ensure!(
+            test.status.success(),
+            "unzip -t: {}{}",
+            String::from_utf8_lossy(&test.stdout),
+            String::from_utf8_lossy(&test.stderr)
+        );
+        let list = std::process::Command::new("unzip")
+            .arg("-Z1")
+            .arg(&zip)
+            .output()?;
+        anyhow::ensure!(list.status.success(), "unzip -Z1");
+        let names = String::from_utf8(list.stdout)?
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        Ok(Self { names, zip })
+    }
+
+    fn read(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+        // unzip takes names as wildcards: brackets would be classes.
+        let out = std::process::Command::new("unzip")
+            .arg("-p")
+            .arg(&self.zip)
+            .arg(name)
+            .output()?;
+        anyhow::ensure!(out.status.success(), "unzip -p {name}");
+        Ok(out.stdout)
+    }
+}
+
+#[tokio::test]
+async fn folders_and_selections_download_as_one_zip() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let env = Env::start(
+        &dir,
+        &[
+            ("frontend.archive.max_files", "12"),
+            ("frontend.archive.max_size", "4MB"),
+        ],
+    )
+    .await?;
+    env.user("alice").await?;
+    // Paths as URLs carry them (percent-encoded): "Fotos ü", "naïve ✓.txt".
+    let fotos_path = "/Fotos%20%C3%BC";
+    for folder in [
+        fotos_path,
+        "/Fotos%20%C3%BC/sub",
+        "/Fotos%20%C3%BC/empty",
+        "/Many",
+    ] {
+        let r = env
+            .req("alice", "MKCOL", &files("alice", folder), &[], "")
+            .await?;
+        assert_eq!(r.status, 201, "{folder}");
+    }
+    let big = arca_tests::pattern(3_000_000 + 7, 9);
+    for (path, body) in [
+        (
+            "/Fotos%20%C3%BC/na%C3%AFve%20%E2%9C%93.txt",
+            b"unicode".to_vec(),
+        ),
+        ("/Fotos%20%C3%BC/sub/big.bin", big.clone()),
+        ("/top.txt", b"top".to_vec()),
+        ("/other.bin", arca_tests::pattern(1_500_000, 3)),
+    ] {
+        let url = files("alice", path);
+        let r = arca_tests::send_as(
+            env.addr(),
+            &arca_tests::basic("alice", "alice-pw"),
+            "PUT",
+            &url,
+            &[],
+            body,
+        )
+        .await?;
+        assert_eq!(r.status, 201, "{path}");
+    }
+    for i in 0..12 {
+        assert_eq!(
+            env.put("alice", &files("alice", &format!("/Many/{i}.txt")), "x")
+                .await?,
+            201
+        );
+    }
+    let id = |path: &'static str| {
+        let env = &env;
+        async move { prop(env, "alice", &files("alice", path), "oc:fileid").await }
+    };
+    let (fotos, top, other, many) = (
+        id(fotos_path).await?,
+        id("/top.txt").await?,
+        id("/other.bin").await?,
+        id("/Many").await?,
+    );
+    let get = |query: String| {
+        let env = &env;
+        async move {
+            env.req("alice", "GET", &format!("/archiver?{query}"), &[], "")
+                .await
+        }
+    };
+
+    // A folder: every folder (the empty one too) and file, its bytes, its name on the zip.
+    let r = get(format!("id={fotos}")).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/zip"));
+    assert!(
+        r.header("content-disposition")
+            .is_some_and(|d| d.contains("Fotos%20%C3%BC.zip")),
+        "{:?}",
+        r.header("content-disposition")
+    );
+    let z = Unzipped::of(&dir, &r.body)?;
+    let mut names = z.names.clone();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "Fotos ü/",
+            "Fotos ü/empty/",
+            "Fotos ü/naïve ✓.txt",
+            "Fotos ü/sub/",
+            "Fotos ü/sub/big.bin"
+        ]
+    );
+    assert_eq!(z.read("Fotos ü/sub/big.bin")?, big);
+    assert_eq!(z.read("Fotos ü/naïve ✓.txt")?, b"unicode");
+
+    // A selection: each item at the top.
+    let r = get(format!("id={top}&id={fotos}")).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.header("content-disposition")
+            .is_some_and(|d| d.contains("download.zip"))
+    );
+    let z = Unzipped::of(&dir, &r.body)?;
+    assert_eq!(z.names[0], "top.txt");
+    assert_eq!(z.read("top.txt")?, b"top");
+    assert_eq!(z.names.len(), 6);
+
+    // Past the bounds, or naming nothing or something unknown: one line, before any byte.
+    for (query, status, says) in [
+        (format!("id={many}"), 400, "more than 12 files"),
+        (
+            format!("id={fotos}&id={other}"),
+            400,
+            "more than 4000000 bytes",
+        ),
+        (String::new(), 400, "name what to download"),
+        ("id=nope%24nope%21nope".to_owned(), 404, ""),
+    ] {
+        let r = get(query.clone()).await?;
+        assert_eq!(r.status, status, "{query}: {}", r.text());
+        assert!(r.text().contains(says), "{query}: {}", r.text());
+        assert_eq!(r.text().lines().count(), 1, "{query}: {}", r.text());
+    }
+    // Not logged in: the proxy's 401.
+    let r = anon(&env, "GET", &format!("/archiver?id={fotos}"), &[], "").await?;
+    assert_eq!(r.status, 401);
+
+    // A link's archive reaches what the link shares, and nothing else.
+    let (shared, _) = link(&env, "path=%2FFotos+%C3%BC&shareType=3&permissions=1").await?;
+    let r = anon(
+        &env,
+        "GET",
+        &format!("/s/{shared}/archive?id={fotos}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(Unzipped::of(&dir, &r.body)?.names.len(), 5);
+    let r = anon(
+        &env,
+        "GET",
+        &format!("/s/{shared}/archive?id={top}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert!(
+        matches!(r.status, 403 | 404),
+        "outside the link: {}",
+        r.status
+    );
+    let (drop, _) = link(&env, "path=%2FMany&shareType=3&permissions=4").await?;
+    let r = anon(
+        &env,
+        "GET",
+        &format!("/s/{drop}/archive?id={many}"),
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 403, "a drop is not read");
     Ok(())
 }

@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 import time
+import zipfile
 
 from playwright.sync_api import expect, sync_playwright
 
@@ -184,7 +185,7 @@ with sync_playwright() as pw:
     page.locator("#file-list .file-name", has_text="docs").focus()
     page.keyboard.press("Tab")
     label = page.evaluate("document.activeElement.getAttribute('aria-label')")
-    check(label == "Share docs", f"Tab after the folder link focuses {label!r}")
+    check(label == "Download docs as a zip", f"Tab after the folder link focuses {label!r}")
     page.keyboard.press("Shift+Tab")
     focused = page.evaluate("document.activeElement.textContent")
     check(focused == "docs", f"Shift+Tab went to {focused!r}")
@@ -272,6 +273,21 @@ with sync_playwright() as pw:
     page.reload()
     expect(row(page, "greeting.txt")).to_have_count(1)
     expect(banner).to_be_hidden()
+
+    step("select a file and a folder; download them as one zip")
+    page.get_by_label("Select greeting.txt").check()
+    page.get_by_label("Select docs").check()
+    with page.expect_download() as info:
+        page.click("#sel-download")
+    with zipfile.ZipFile(info.value.path()) as z:
+        check(z.testzip() is None, "a damaged entry in the zip")
+        listed = sorted(z.namelist())
+        check(listed == ["docs/", "docs/inner.txt", "greeting.txt"], f"the zip holds {listed}")
+        check(z.read("docs/inner.txt") == content("docs/inner.txt"), "docs/inner.txt in the zip")
+        check(z.read("greeting.txt") == b"hello", "greeting.txt in the zip")
+    page.get_by_label("Select greeting.txt").uncheck()
+    page.get_by_label("Select docs").uncheck()
+    expect(page.locator("#selection")).to_be_hidden()
 
     step("select two files and move them into a folder picked in the dialog")
     page.get_by_label("Select notes.txt").check()

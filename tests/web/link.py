@@ -21,6 +21,7 @@ import struct
 import sys
 import tempfile
 import urllib.parse
+import zipfile
 import zlib
 
 from playwright.sync_api import expect, sync_playwright
@@ -147,6 +148,20 @@ with sync_playwright() as pw, tempfile.TemporaryDirectory() as tmp:
     check(names(page) == ["deep.txt"], f"sub lists {names(page)}")
     page.locator("#crumbs a", has_text="Shared").click()
     expect(row(page, "readme.txt")).to_have_count(1)
+
+    step("the protected folder as one zip, and a subfolder's")
+    with page.expect_download() as info:
+        page.click("#download-all")
+    with zipfile.ZipFile(info.value.path()) as z:
+        check(z.testzip() is None, "a damaged entry in the zip")
+        listed = sorted(z.namelist())
+        want = sorted(["Shared/", "Shared/sub/", "Shared/sub/deep.txt", "Shared/readme.txt", "Shared/pic.png", f"Shared/{XSS_NAME}"])
+        check(listed == want, f"the zip holds {listed}")
+        check(z.read("Shared/readme.txt") == README.encode(), "readme.txt in the zip")
+    with page.expect_download() as info:
+        row(page, "sub").locator("a[aria-label='Download sub as a zip']").click()
+    with zipfile.ZipFile(info.value.path()) as z:
+        check(z.namelist() == ["sub/", "sub/deep.txt"], f"sub's zip holds {z.namelist()}")
 
     step("a download from the protected folder, then a reload that does not ask again")
     got = download(page, row(page, "readme.txt").locator("a[aria-label='Download readme.txt']"))

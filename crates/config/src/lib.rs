@@ -409,6 +409,19 @@ section! {
     pub struct FrontendSection {
         /// Where the frontend service listens.
         endpoint: Endpoint = key("mem://frontend", Field::endpoint),
+        archive: ArchiveConfig = part(ArchiveConfig::PART),
+    }
+}
+
+section! {
+    /// Folders and selections downloaded as one ZIP (`/archiver`, a public link's
+    /// `/s/{token}/archive`): streamed as it is made, refused up front past these bounds.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ArchiveConfig {
+        /// At most this many bytes of file contents (0: no bound): 4GiB, 500MB or bytes.
+        max_size: u64 = key("4GiB", Field::size_or_zero),
+        /// At most this many files and folders (0: no bound).
+        max_files: u32 = key("10000", Field::count_or_zero),
     }
 }
 

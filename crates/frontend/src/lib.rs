@@ -8,6 +8,7 @@
 //! - `graph`: libregraph users, groups and drives (spaces); `apptokens`: `/auth-app/tokens`.
 //! - `tus`: resumable uploads; `chunking`: Nextcloud's chunked uploads; `public`: public links.
 //! - `trash_api`: bulk restore of a trash (`/api/v1/trash/restore`, what `arca trash` calls).
+//! - `archive`: folders and selections as one streamed ZIP (`/archiver`, a link's `/archive`).
 //! - the web app (`arca_web`), mounted at `/` as it is.
 //!
 //! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
@@ -20,6 +21,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 mod apptokens;
+mod archive;
 mod chunking;
 mod dates;
 mod failure;
@@ -40,13 +42,16 @@ impl Service for Frontend {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let dav = webdav::Dav::new(ctx.channel("gateway"), ctx.providers());
+            let archive = archive::Limits::of(&ctx.config().frontend.archive);
             let router = Router::new()
                 .route(arca_proto::routes::STATUS, get(status))
                 .merge(webdav::routes(dav.clone()))
                 // Nextcloud's chunked uploads (/remote.php/dav/uploads/).
                 .merge(chunking::routes(dav.clone()))
                 // Public links and the OCS share API (the share jail lives in `webdav`).
-                .merge(public::routes(dav))
+                .merge(public::routes(dav.clone(), archive))
+                // Folders and selections as one ZIP.
+                .merge(archive::routes(dav, archive))
                 .merge(tus::routes(ctx.channel(arca_proto::ids::HOME_PROVIDER)))
                 .merge(graph::routes(ctx.channel("gateway")))
                 .merge(apptokens::routes(ctx.channel("gateway")))

@@ -42,8 +42,14 @@ const RETRY_AFTER_METADATA: &str = "arca-retry-after";
 // Upload-only links lack the read bit.
 use arca_proto::sharing::perm::READ;
 
-pub(crate) fn routes(dav: Dav) -> axum::Router {
-    use axum::routing::any;
+pub(crate) fn routes(dav: Dav, archive: crate::archive::Limits) -> axum::Router {
+    use axum::routing::{any, get};
+    let archives = axum::Router::new()
+        .route(
+            &format!("{}/{{token}}/archive", routes::PUBLIC_LINK_BROWSER),
+            get(link_archive),
+        )
+        .with_state(Arc::new((dav.clone(), archive)));
     let state = Arc::new(dav);
     // The roots are public (arca_proto::routes): the proxy lets them through unauthenticated.
     let browser_root = routes::PUBLIC_LINK_BROWSER;
@@ -56,7 +62,27 @@ pub(crate) fn routes(dav: Dav) -> axum::Router {
             .route(&format!("{root}/{{token}}/"), any(webdav))
             .route(&format!("{root}/{{token}}/{{*rest}}"), any(webdav));
     }
-    router.with_state(state)
+    router.with_state(state).merge(archives)
+}
+
+/// `/s/{token}/archive?id=…`: files and folders of the link as one ZIP, as the link's
+/// identity reaches them (ids outside what it shares are refused by their provider).
+async fn link_archive(
+    State(state): State<Arc<(Dav, crate::archive::Limits)>>,
+    axum::extract::Path(token): axum::extract::Path<String>,
+    req: Request,
+) -> Response {
+    let (dav, limits) = &*state;
+    let access = access_token(&req);
+    let opened = match open(dav.gateway(), &token, req.headers(), access).await {
+        Ok(o) => o,
+        Err(resp) => return resp,
+    };
+    if opened.share.permissions & READ == 0 {
+        return dav_error(StatusCode::FORBIDDEN, "this link only takes uploads", None);
+    }
+    let ids = crate::archive::ids(req.uri().query());
+    as_link(&opened.identity, crate::archive::serve(dav, *limits, ids)).await
 }
 
 /// The password of a Basic `Authorization`, whatever the user name.
@@ -375,7 +401,7 @@ fn wanted(headers: &HeaderMap) -> Wanted {
     }
 }
 
-/// What the link page needs to show a link, as JSON: its item (name, folder or file, size,
+/// What the link page needs to show a link, as JSON: its item (id, name, folder or file, size,
 /// modification time in ms, media type), what it allows (`permissions`, the OCS bits, and
 /// `drop` for upload-only), whose it is (`owner`, a display name), when it ends (`expires`,
 /// ms, or null) and, after a password, the `access` token that stands for it. Refusals are
@@ -393,6 +419,7 @@ async fn link_info(dav: &Dav, token: &str, headers: &HeaderMap, access: String) 
         crate::webdav::content_type(&node.name).to_owned()
     };
     let body = serde_json::json!({
+        "id": node.id,
         "name": node.name,
         "folder": node.is_dir,
         "size": node.size,

@@ -251,13 +251,16 @@ function row(entry) {
   const actions = h(
     "td",
     { class: "col-actions" },
-    entry.folder
-      ? null
-      : h(
-          "a",
-          { class: "icon-button", href: dav.url(me.user, path), download: entry.name, "aria-label": `Download ${entry.name}` },
-          icon("download", 18),
-        ),
+    h(
+      "a",
+      {
+        class: "icon-button",
+        href: entry.folder ? archiveUrl([entry]) : dav.url(me.user, path),
+        download: entry.folder ? `${entry.name}.zip` : entry.name,
+        "aria-label": entry.folder ? `Download ${entry.name} as a zip` : `Download ${entry.name}`,
+      },
+      icon("download", 18),
+    ),
     entry.folder
       ? null
       : h(
@@ -302,6 +305,21 @@ function row(entry) {
     actions,
   );
   return tr;
+}
+
+/** Where the server streams `entries` (files and folders) as one zip. */
+function archiveUrl(entries) {
+  return `/archiver?${entries.map((e) => `id=${encodeURIComponent(e.id)}`).join("&")}`;
+}
+
+/** The selection as one zip: the browser downloads it like any file. */
+function onDownloadSelected() {
+  const chosen = state.entries.filter((e) => state.selected.has(e.name));
+  if (chosen.length === 0) return;
+  const a = h("a", { href: archiveUrl(chosen), download: chosen.length === 1 ? `${chosen[0].name}.zip` : "download.zip" });
+  document.body.append(a);
+  a.click();
+  a.remove();
 }
 
 /** Rename in place: the name cell becomes a small form. */
@@ -575,6 +593,7 @@ function wire() {
   $("sel-move").addEventListener("click", () => onTransfer("MOVE"));
   $("sel-copy").addEventListener("click", () => onTransfer("COPY"));
   $("sel-delete").addEventListener("click", onDeleteSelected);
+  $("sel-download").addEventListener("click", onDownloadSelected);
 
   for (const b of document.querySelectorAll("button.sort")) {
     b.addEventListener("click", () => {

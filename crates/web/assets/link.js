@@ -49,10 +49,20 @@ function linkUrl(path) {
   return `${root}/${segments.join("/")}`;
 }
 
+/** `url` with the access token, for what the browser fetches by itself (downloads, images). */
+function withAccess(url) {
+  if (!state.access) return url;
+  return `${url}${url.includes("?") ? "&" : "?"}access=${encodeURIComponent(state.access)}`;
+}
+
 /** A URL a browser fetches by itself (a download, an image): the access token rides along. */
 function fetchable(path) {
-  const u = linkUrl(path);
-  return state.access ? `${u}?access=${encodeURIComponent(state.access)}` : u;
+  return withAccess(linkUrl(path));
+}
+
+/** Where the server streams the items with these ids as one zip. */
+function archive(ids) {
+  return withAccess(`/s/${encodeURIComponent(token)}/archive?${ids.map((id) => `id=${encodeURIComponent(id)}`).join("&")}`);
 }
 
 function setAccess(access) {
@@ -195,6 +205,9 @@ function can(bit) {
 async function showFolder() {
   show("folder");
   $("folder-title").textContent = state.link.name;
+  const all = $("download-all");
+  all.href = archive([state.link.id]);
+  all.setAttribute("download", `${state.link.name}.zip`);
   $("new-folder").hidden = !can(PERM.create);
   $("upload-files").hidden = !can(PERM.create);
   $("upload-folders").hidden = !can(PERM.create);
@@ -255,7 +268,7 @@ function row(entry) {
     "td",
     { class: "col-actions" },
     entry.folder
-      ? null
+      ? h("a", { class: "icon-button", href: archive([entry.id]), download: `${entry.name}.zip`, "aria-label": `Download ${entry.name} as a zip` }, icon("download", 18))
       : h("a", { class: "icon-button", href: fetchable(path), download: entry.name, "aria-label": `Download ${entry.name}` }, icon("download", 18)),
     can(PERM.delete)
       ? h("button", { type: "button", class: "icon-button", "aria-label": `Delete ${entry.name}`, onclick: () => remove(entry, path) }, icon("delete", 18))

@@ -42,7 +42,8 @@ use self::locks::{active_lock, lock, unlock};
 use self::propfind::{propfind, propfind_virtual, proppatch};
 pub(crate) use self::propfind::{propfind_answer, propfind_query};
 pub(crate) use self::transfer::{
-    checksum_header, content_type, internal, node_headers, provider_error, written,
+    checksum_header, content_disposition, content_type, data_uri, internal, node_headers,
+    provider_error, written,
 };
 use self::transfer::{get, put};
 pub(crate) use self::tree::destination;

@@ -176,7 +176,7 @@ pub(super) async fn download(
 
 /// `Content-Disposition` of a download, as oCIS sends it (CLIENT_PROTOCOL.md §6): the exact
 /// name in RFC 8187 `filename*`, and an ASCII-only `filename` for agents that ignore it.
-pub(super) fn content_disposition(name: &str) -> String {
+pub(crate) fn content_disposition(name: &str) -> String {
     let mut exact = String::new();
     dav::encode_segment(name, &mut exact);
     let fallback: String = name
