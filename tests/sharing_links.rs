@@ -4,9 +4,8 @@
 //! open connection, and what the link page asks of `/s/{token}` (the page itself, the link as
 //! JSON, an access token standing for a password until it changes), and folders and
 //! selections as one ZIP (a user's `/archiver`, a link's `/s/{token}/archive`, read back by
-//! Info-ZIP's `unzip`). Every service on the real
-//! boot path (in the test process, or the single binary where its logged events are read),
-//! anonymous requests only.
+//! Info-ZIP's `unzip`). Every service on the real boot path (in the test process, or the
+//! single binary where its logged events are read); anonymous requests, and the owner's.
 
 mod sharing_env;
 
