@@ -466,3 +466,48 @@ async fn sharing_in_a_real_browser() -> anyhow::Result<()> {
     assert_eq!(shares[0]["permissions"], 15);
     Ok(())
 }
+
+/// A folder of 10,000 entries in the app (tests/web/big.py): all reachable, few rendered.
+#[tokio::test]
+async fn a_folder_of_ten_thousand_in_a_real_browser() -> anyhow::Result<()> {
+    const ENTRIES: usize = 10_000;
+    const AT_ONCE: usize = 16;
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let addr = server.public.clone();
+    let root = "/remote.php/dav/files/admin/big";
+    let r = send_as(&addr, &admin(), "MKCOL", root, &[], "").await?;
+    assert_eq!(r.status, 201);
+    // Folders: the cheapest entries to make (no content), a few requests at a time.
+    let mut made = tokio::task::JoinSet::new();
+    for worker in 0..AT_ONCE {
+        let addr = addr.clone();
+        made.spawn(async move {
+            for i in (worker..ENTRIES).step_by(AT_ONCE) {
+                let r = send_as(
+                    &addr,
+                    &admin(),
+                    "MKCOL",
+                    &format!("{root}/d{i:05}"),
+                    &[],
+                    "",
+                )
+                .await?;
+                anyhow::ensure!(r.status == 201, "MKCOL d{i:05}: {}", r.status);
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = made.join_next().await {
+        done??;
+    }
+    run_script(
+        "big.py",
+        &[
+            format!("http://{addr}"),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+        ],
+    )
+    .await
+}

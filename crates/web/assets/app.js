@@ -11,8 +11,12 @@ import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
 import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
+
+/** The file list's rows: only those near the window are in the page (rows.js). */
+let list = null;
 
 const state = {
   path: "/",
@@ -215,9 +219,9 @@ function renderList() {
     if (key === state.sort.key) th.setAttribute("aria-sort", state.sort.dir > 0 ? "ascending" : "descending");
     else th.removeAttribute("aria-sort");
   }
-  const rows = [...state.entries].sort(compare).map(row);
-  document.querySelector("#file-list tbody").replaceChildren(...rows);
-  $("empty").hidden = rows.length > 0;
+  const sorted = [...state.entries].sort(compare);
+  list.set(sorted);
+  $("empty").hidden = sorted.length > 0;
   renderSelection();
 }
 
@@ -573,6 +577,13 @@ async function showVersions(entry) {
 // ------------------------------------------------------------------------- start
 
 function wire() {
+  list = new Rows($("file-list"), row, ".file-name");
+  // Space on a row's name selects it, as in file managers (Enter opens it).
+  $("file-list").tBodies[0].addEventListener("keydown", (e) => {
+    if (e.key !== " " || !e.target.classList.contains("file-name")) return;
+    e.preventDefault();
+    e.target.closest("tr")?.querySelector("input.select")?.click();
+  });
   $("login-form").addEventListener("submit", onLogin);
   $("logout").addEventListener("click", onLogout);
   $("new-folder").addEventListener("click", () => toggleNewFolder($("new-folder-form").hidden));

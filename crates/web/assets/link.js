@@ -13,6 +13,7 @@ import * as api from "./api.js";
 import * as dav from "./dav.js";
 import { wireUploads } from "./uploads.js";
 import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -31,6 +32,8 @@ const state = {
   access: sessionStorage.getItem(stored) || "",
   path: "/",
   generation: 0,
+  /** The file list (rows.js: only rows near the window are in the page). */
+  rows: null,
 };
 
 function show(id) {
@@ -229,7 +232,7 @@ async function refresh() {
   }
   if (generation !== state.generation) return;
   entries.sort((a, b) => (a.folder !== b.folder ? (a.folder ? -1 : 1) : a.name.localeCompare(b.name, undefined, { numeric: true })));
-  document.querySelector("#file-list tbody").replaceChildren(...entries.map(row));
+  state.rows.set(entries);
   $("empty").hidden = entries.length > 0;
 }
 
@@ -327,6 +330,7 @@ function showDrop() {
 // ------------------------------------------------------------------------- start
 
 function start() {
+  state.rows = new Rows($("file-list"), row, ".file-name");
   if (state.access) api.always["X-Link-Access"] = state.access;
   $("gate-form").addEventListener("submit", onGate);
   $("new-folder").addEventListener("click", () => toggleNewFolder(true));
