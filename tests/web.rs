@@ -286,13 +286,16 @@ async fn the_app_in_a_real_browser() -> anyhow::Result<()> {
             ("proxy.auth.window", THROTTLE_WINDOW),
             // The mass delete the script makes (8 files) is flagged.
             ("storage-users.trash.burst.items", "5"),
+            // The upload below is larger: its one PATCH is refused (413) and the page sends
+            // it in halves, then quarters, from the offsets the server confirms.
+            ("proxy.limits.max_body_bytes", "4MiB"),
         ],
     )
     .await?;
     let addr = server.public.as_str();
     seed(addr).await?;
 
-    // More than one TUS chunk (8 MiB): the upload resumes from the offsets the server confirms.
+    // Larger than the proxy's body limit (set above): sent as several PATCHes.
     let upload = dir.join("upload-Ω.bin");
     let bytes = arca_tests::pattern(9 * 1024 * 1024 + 123, 33);
     std::fs::write(&upload, &bytes)?;

@@ -22,13 +22,16 @@
 //! - `undo`: the trash and versions through the same binary: DELETE of a 100,000-file folder
 //!   and its bulk restore, PROPFIND of a 10,000-item trash and of 1,000 versions, and the 4 KiB
 //!   overwrite rate with versions on as a ratio of versions off.
+//! - `web`: the web app in a real browser (Chromium driven by crates/bench/web.py): bytes of
+//!   the first load, time to the first file list, time to open a folder of 10,000 entries, and
+//!   a 1 GiB upload through the page as a ratio of the same file by `curl -T`.
 //!
 //! Numbers are printed side by side rather than asserted: an absolute µs or ms figure depends on
 //! the machine and its load, a ratio measured in the same run does much less. Each target from
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split|undo]` (default `all`), in a release
+//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|web]` (default `all`), in a release
 //! build.
 
 mod auth;
@@ -37,22 +40,32 @@ mod process;
 mod split;
 mod transport;
 mod undo;
+mod web;
 mod wrk;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
+  web        the web app in Chromium: first load bytes, first list, 10,000-entry folder, upload
   all        all of them, in this order (the default)";
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 6] = ["transport", "process", "files", "auth", "split", "undo"];
+const SECTIONS: [&str; 7] = [
+    "transport",
+    "process",
+    "files",
+    "auth",
+    "split",
+    "undo",
+    "web",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -83,6 +96,7 @@ fn main() -> ExitCode {
             "auth" => auth::run(&mut targets),
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
+            "web" => web::run(&mut targets),
             other => Err(anyhow::anyhow!("no section {other}")),
         };
         // A section that cannot run is reported and the next one still runs: one missing

@@ -10,7 +10,7 @@ import { wireUploads } from "./uploads.js";
 import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
-import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+import { h, icon, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
@@ -201,7 +201,7 @@ function compare(a, b) {
   let c = 0;
   if (key === "size") c = (a.size ?? -1) - (b.size ?? -1);
   else if (key === "modified") c = (a.modified ?? 0) - (b.modified ?? 0);
-  if (c === 0) c = a.name.localeCompare(b.name, undefined, { numeric: true, sensitivity: "base" });
+  if (c === 0) c = byName(a.name, b.name);
   return c * dir;
 }
 
@@ -420,7 +420,7 @@ async function pickFolder(title, action, exclude) {
     } catch (e) {
       announce(e.message, "error");
     }
-    folders.sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true, sensitivity: "base" }));
+    folders.sort((a, b) => byName(a.name, b.name));
     const open = (path) => () => {
       at = path;
       render();

@@ -12,7 +12,7 @@
 import * as api from "./api.js";
 import * as dav from "./dav.js";
 import { wireUploads } from "./uploads.js";
-import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+import { h, icon, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
@@ -231,7 +231,7 @@ async function refresh() {
     return announce(e.message, "error");
   }
   if (generation !== state.generation) return;
-  entries.sort((a, b) => (a.folder !== b.folder ? (a.folder ? -1 : 1) : a.name.localeCompare(b.name, undefined, { numeric: true })));
+  entries.sort((a, b) => (a.folder !== b.folder ? (a.folder ? -1 : 1) : byName(a.name, b.name)));
   state.rows.set(entries);
   $("empty").hidden = entries.length > 0;
 }

@@ -32,6 +32,13 @@ export function icon(name, size = 20) {
   });
 }
 
+/**
+ * Compares names as people sort them (numbers by value, case aside). One collator for all:
+ * `localeCompare` with options builds one per call, which made sorting 10,000 names take
+ * longer than fetching them.
+ */
+export const byName = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" }).compare;
+
 const UNITS = ["B", "KB", "MB", "GB", "TB"];
 
 export function formatSize(bytes) {

@@ -60,25 +60,20 @@ export async function showShare(entry, path) {
     if (!links.children.length) links.append(h("li", { class: "empty" }, "No public links."));
   };
 
-  const change = async (s, changes, what) => {
+  // Each change says it is done once the panel shows it (the list is read back first).
+  const act = async (work, what) => {
+    let failed = null;
     try {
-      await shares.update(s.id, changes);
-      announce(what);
+      await work();
     } catch (e) {
-      announce(e.message, "error");
+      failed = e;
     }
     await reload();
+    if (failed) announce(failed.message, "error");
+    else announce(what);
   };
-
-  const removeShare = async (s, what) => {
-    try {
-      await shares.remove(s.id);
-      announce(what);
-    } catch (e) {
-      announce(e.message, "error");
-    }
-    await reload();
-  };
+  const change = (s, changes, what) => act(() => shares.update(s.id, changes), what);
+  const removeShare = (s, what) => act(() => shares.remove(s.id), what);
 
   const personRow = (s) => {
     const who = s.share_with_displayname || s.share_with;
