@@ -6,7 +6,7 @@ ARGS ?=
 # The config directory `make run-grouped` starts, one process per file.
 GROUPED ?= config/grouped
 
-.PHONY: run run-grouped build test deps lint bench
+.PHONY: run run-grouped build test deps lint bench screenshots
 
 build:
 	$(CARGO) build --workspace --bins
@@ -81,3 +81,8 @@ lint:
 bench:
 	$(CARGO) build --release --bin arca
 	$(CARGO) run --release -p arca-bench -- all
+
+# The web app's main pages photographed into docs/screenshots/ (the README shows them).
+screenshots: deps
+	$(CARGO) build --bin arca
+	.venv/bin/python tests/web/screenshots.py target/debug/arca docs/screenshots

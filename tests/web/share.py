@@ -4,9 +4,9 @@ Run by tests/web.rs against a running `arca` (with sharing.auto_accept off):
 
     share.py BASE_URL USER PASSWORD
 
-The script makes a second user (alice, with a password it chooses) and a group (team, alice in
-it) over Graph, and USER's folder Project with a file, outside the browser. Then USER, logged
-in: opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
+The script makes USER's folder Project with a file over WebDAV. Then USER, an admin, logged
+in: makes the users alice and temp and the group team (alice in it) in the Users view, resets
+alice's password and deletes temp; opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
 sets an expiry, adds the group and removes it again, creates an upload-only link with a
 password (its URL lands on the clipboard), and removes the link from "Shared by me". Then
 alice, logged in: finds Project pending in "Shared with me", accepts it, opens it, reads the
@@ -42,40 +42,30 @@ def shares_of(path):
     return ocs(kit.BASIC, "path=" + urllib.parse.quote(path))
 
 
-def graph(method, path, body):
-    status, _, raw = http(
-        method,
-        f"/graph/v1.0/{path}",
-        {"Authorization": kit.BASIC, "Content-Type": "application/json"},
-        json.dumps(body).encode(),
-    )
-    check(status in (201, 204), f"Graph {method} {path}: {status} {raw[:200]!r}")
-    return json.loads(raw) if raw else None
-
-
 def date_input(locator, value):
     """Sets a date input as a person picking a day does (the change event fires)."""
     locator.fill(value)
     locator.dispatch_event("change")
 
 
-step("alice, the group team, and Project over Graph and WebDAV")
-alice = graph(
-    "POST",
-    "users",
-    {
-        "onPremisesSamAccountName": "alice",
-        "displayName": "Alice Liddell",
-        "mail": "alice@example.org",
-        "passwordProfile": {"password": ALICE_PASSWORD},
-    },
-)
-team = graph("POST", "groups", {"displayName": "team"})
-graph("POST", f"groups/{team['id']}/members/$ref", {"@odata.id": f"{BASE}/graph/v1.0/users/{alice['id']}"})
+step("Project over WebDAV")
 status, _, _ = dav("MKCOL", "Project")
 check(status == 201, f"MKCOL Project: {status}")
 status, _, _ = dav("PUT", "Project/plan.txt", body=b"the plan")
 check(status == 201, f"PUT plan.txt: {status}")
+
+
+def logs_in(user, password):
+    """Whether `user` can log in with `password` (a WebDAV request with Basic)."""
+    status, _, _ = http("PROPFIND", f"/remote.php/dav/files/{user}/", {"Authorization": kit.basic(user, password), "Depth": "0"})
+    return status == 207
+
+
+def graph_names(path, key):
+    status, _, raw = http("GET", f"/graph/v1.0/{path}", {"Authorization": kit.BASIC})
+    check(status == 200, f"GET {path}: {status}")
+    return sorted(v[key] for v in json.loads(raw)["value"])
+
 
 with sync_playwright() as pw:
     # As root (in CI) Chromium's sandbox cannot start; the page is our own test server.
@@ -86,6 +76,41 @@ with sync_playwright() as pw:
     guard(page)
     page.goto(BASE + "/")
     log_in(page, USER, PASSWORD)
+    expect(row(page, "Project")).to_have_count(1)
+
+    step("the Users view: create alice and temp, reset alice's password, delete temp")
+    page.click("#view-admin")
+    expect(page.locator("#admin")).to_be_visible()
+    for name, display, password in [("alice", "Alice Liddell", "first-pw"), ("temp", "", "temp-pw")]:
+        page.fill("#new-user-name", name)
+        page.fill("#new-user-display", display)
+        page.fill("#new-user-mail", f"{name}@example.org")
+        page.fill("#new-user-password", password)
+        page.press("#new-user-password", "Enter")
+        expect(page.locator(f"#user-list tr[data-name='{name}']")).to_have_count(1)
+    check(logs_in("alice", "first-pw"), "alice cannot log in with the password she was made with")
+    page.locator("#user-list tr[data-name='alice'] button", has_text="Reset password").click()
+    page.fill("#admin-new-password", ALICE_PASSWORD)
+    page.press("#admin-new-password", "Enter")
+    expect(page.locator("#status")).to_have_text("Set a new password for alice.")
+    check(logs_in("alice", ALICE_PASSWORD) and not logs_in("alice", "first-pw"), "the reset did not take")
+    page.click("#user-list tr[data-name='temp'] button[aria-label='Delete temp']")
+    page.locator("#dialog").get_by_role("button", name="Delete temp").click()
+    expect(page.locator("#user-list tr[data-name='temp']")).to_have_count(0)
+    check("temp" not in graph_names("users", "onPremisesSamAccountName"), "temp is still a user")
+
+    step("the Users view: the group team with alice in it")
+    page.fill("#new-group-name", "team")
+    page.press("#new-group-name", "Enter")
+    team = page.locator("#group-list tr[data-name='team']")
+    expect(team).to_have_count(1)
+    team.locator("button", has_text="Members").click()
+    page.locator("#dialog select").select_option(label="alice")
+    expect(page.locator("#dialog li[data-name='alice']")).to_have_count(1)
+    page.locator("#dialog-buttons button", has_text="Close").click()
+    team_id = [g["id"] for g in json.loads(http("GET", "/graph/v1.0/groups", {"Authorization": kit.BASIC})[2])["value"] if g["displayName"] == "team"][0]
+    check(graph_names(f"groups/{team_id}/members", "onPremisesSamAccountName") == ["alice"], "alice is not in team")
+    page.click("#view-files")
     expect(row(page, "Project")).to_have_count(1)
 
     step("find alice by typing and share Project with her")

@@ -227,6 +227,7 @@ impl Sessions {
             axum::Json(json!({
                 "user": user.username,
                 "displayName": user.display_name,
+                "admin": user.admin,
                 "csrf": self.csrf(&cookie.secret),
                 "expires": expires,
             })),

@@ -10,6 +10,7 @@ import { wireUploads } from "./uploads.js";
 import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
+import { wireAdmin, refreshAdmin } from "./view-admin.js";
 import { h, icon, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
@@ -96,6 +97,7 @@ function enter() {
   $("who").hidden = false;
   $("logout").hidden = false;
   $("views").hidden = false;
+  $("view-admin").hidden = !me.admin;
   if (!location.hash.startsWith("#/files") && !Object.values(VIEWS).includes(location.hash)) {
     history.replaceState(null, "", "#/files/");
   }
@@ -128,17 +130,21 @@ const VIEWS = {
   tokens: "#/tokens",
   "shared-with": "#/shared-with-me",
   "shared-by": "#/shared-by-me",
+  admin: "#/admin",
 };
 const REFRESH = {
   trash: refreshTrash,
   tokens: refreshTokens,
   "shared-with": refreshSharedWithMe,
   "shared-by": refreshSharedByMe,
+  admin: refreshAdmin,
 };
 
 async function route() {
   if (!api.session.current) return;
-  const view = Object.keys(VIEWS).find((v) => VIEWS[v] === location.hash) || "files";
+  let view = Object.keys(VIEWS).find((v) => VIEWS[v] === location.hash) || "files";
+  // The Users view is for admins (the server refuses its changes to anyone else).
+  if (view === "admin" && !api.session.current.admin) view = "files";
   for (const v of ["files", ...Object.keys(VIEWS)]) {
     $(v).hidden = v !== view;
     const tab = $(`view-${v}`);
@@ -600,6 +606,7 @@ function wire() {
   });
   wireTrash(route);
   wireTokens();
+  wireAdmin();
   $("select-all").addEventListener("change", onSelectAll);
   $("sel-move").addEventListener("click", () => onTransfer("MOVE"));
   $("sel-copy").addEventListener("click", () => onTransfer("COPY"));
