@@ -21,7 +21,7 @@ from playwright.sync_api import sync_playwright
 
 import kit
 
-ARCA, OUT = sys.argv[1:3]
+ARCA, OUT = os.path.abspath(sys.argv[1]), sys.argv[2]
 PASSWORD = "screens-secret"
 
 
@@ -71,7 +71,12 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         kit.connect(f"http://127.0.0.1:{public}", "admin", PASSWORD)
         deadline = time.monotonic() + 60
-        while kit.http("GET", "/status.php")[0] != 200:
+        while True:
+            try:
+                if kit.http("GET", "/status.php")[0] == 200:
+                    break
+            except OSError:
+                pass  # not listening yet
             kit.check(time.monotonic() < deadline and server.poll() is None, "arca did not start")
             time.sleep(0.2)
         open_link, protected = seed()

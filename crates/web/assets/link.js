@@ -242,6 +242,8 @@ function go(path) {
 
 function renderCrumbs(path) {
   const names = path.split("/").filter(Boolean);
+  // At the link's root the title says where one is.
+  $("crumbs").hidden = names.length === 0;
   const items = [crumb(state.link.name, "/", names.length === 0)];
   let at = "";
   names.forEach((name, i) => {

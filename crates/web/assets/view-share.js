@@ -27,8 +27,14 @@ function roleSelect(folder, type, permissions, label, onchange) {
   return select;
 }
 
+/** A date field with its visible word; `label` names it for screen readers. */
 function dateInput(value, label, onchange) {
-  return h("input", { type: "date", value: day(value), "aria-label": label, onchange: (e) => onchange(e.target.value) });
+  return h(
+    "label",
+    { class: "share-date" },
+    "until",
+    h("input", { type: "date", value: day(value), "aria-label": label, onchange: (e) => onchange(e.target.value) }),
+  );
 }
 
 /** The share panel of `entry` at `path` (in the user's files). */
@@ -46,6 +52,7 @@ export async function showShare(entry, path) {
   });
   const newRole = roleSelect(folder, TYPE.user, shares.PERM.read, "Role for new shares", () => {});
   const newExpiry = h("input", { type: "date", "aria-label": "Expiry for new shares" });
+  const newExpiryField = h("label", { class: "share-date" }, "until", newExpiry);
 
   const reload = async () => {
     let list = [];
@@ -163,6 +170,7 @@ export async function showShare(entry, path) {
   const linkRole = roleSelect(folder, TYPE.link, shares.PERM.read, "Role of a new link", () => {});
   const linkPassword = h("input", { type: "password", autocomplete: "new-password", "aria-label": "Password of a new link", placeholder: "Password (optional)" });
   const linkExpiry = h("input", { type: "date", "aria-label": "Expiry of a new link" });
+  const linkExpiryField = h("label", { class: "share-date" }, "until", linkExpiry);
   const createLink = async () => {
     try {
       const made = await shares.create(path, TYPE.link, {
@@ -192,7 +200,7 @@ export async function showShare(entry, path) {
   });
   panel.append(
     h("h3", { class: "view-subtitle" }, "People and groups"),
-    h("div", { class: "share-add" }, search, newRole, newExpiry),
+    h("div", { class: "share-add" }, search, newRole, newExpiryField),
     results,
     people,
     h("h3", { class: "view-subtitle" }, "Public links"),
@@ -201,7 +209,7 @@ export async function showShare(entry, path) {
       { class: "share-add" },
       linkRole,
       linkPassword,
-      linkExpiry,
+      linkExpiryField,
       h("button", { type: "button", class: "button", id: "share-create-link", onclick: createLink }, "Create link"),
     ),
     links,
