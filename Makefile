@@ -63,6 +63,11 @@ deps:
 		command -v npm >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends npm; }; \
 		scripts/helm.sh; \
 	fi
+	@# axe-core for tests/web/a11y.py (the accessibility rules it runs in the browser).
+	@if [ ! -f .tools/npm/node_modules/axe-core/axe.min.js ]; then \
+		command -v npm >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends npm; }; \
+		npm install --no-save --no-audit --no-fund --prefix .tools/npm axe-core@4.14.1; \
+	fi
 
 # The binaries first: the workspace tests start the real `arca` process.
 test: deps

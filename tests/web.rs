@@ -514,3 +514,28 @@ async fn a_folder_of_ten_thousand_in_a_real_browser() -> anyhow::Result<()> {
     )
     .await
 }
+
+/// axe-core's rules on the main pages (tests/web/a11y.py): no serious or critical violation.
+#[tokio::test]
+async fn the_main_pages_pass_axe() -> anyhow::Result<()> {
+    let axe = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("workspace")?
+        .join(".tools/npm/node_modules/axe-core/axe.min.js");
+    anyhow::ensure!(
+        axe.is_file(),
+        "run `make deps` first: it installs axe-core from npm"
+    );
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    run_script(
+        "a11y.py",
+        &[
+            format!("http://{}", server.public),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+            axe.display().to_string(),
+        ],
+    )
+    .await
+}
