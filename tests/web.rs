@@ -539,3 +539,20 @@ async fn the_main_pages_pass_axe() -> anyhow::Result<()> {
     )
     .await
 }
+
+/// Uploads paused and resumed, interrupted by a reload and finished after it, and refused by
+/// the quota (tests/web/upload.py).
+#[tokio::test]
+async fn uploads_pause_resume_and_survive_a_reload() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[("storage-users.personal_quota", "30MB")]).await?;
+    run_script(
+        "upload.py",
+        &[
+            format!("http://{}", server.public),
+            "admin".to_owned(),
+            PASSWORD.to_owned(),
+        ],
+    )
+    .await
+}

@@ -6,7 +6,7 @@ import * as api from "./api.js";
 import * as dav from "./dav.js";
 import * as undo from "./undo.js";
 import { ask } from "./dialog.js";
-import { wireUploads } from "./uploads.js";
+import { wireUploads, wireResume, offerResume } from "./uploads.js";
 import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
@@ -37,6 +37,7 @@ function showLogin(message) {
   $("quota").hidden = true;
   $("views").hidden = true;
   $("burst").hidden = true;
+  $("resume").hidden = true;
   $("who").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
@@ -154,6 +155,7 @@ async function route() {
   if (view !== "tokens") $("token-new").hidden = true;
   showBurst();
   showUsage();
+  offerResume($);
   if (view !== "files") {
     await REFRESH[view]();
   } else {
@@ -603,7 +605,10 @@ function wire() {
     list: $("uploads"),
     files: $("upload-input"),
     folders: $("upload-folder-input"),
+    // Kept in localStorage while under way (as this user's), to go on after a reload.
+    persist: () => api.session.current?.user,
   });
+  wireResume($);
   wireTrash(route);
   wireTokens();
   wireAdmin();

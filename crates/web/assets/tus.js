@@ -25,10 +25,17 @@ function b64(s) {
 
 /** The error an upload cancelled by its signal ends with. */
 export const CANCELLED = "cancelled";
+/** The error an upload paused by its signal (aborted with this reason) ends with. */
+export const PAUSED = "paused";
+
+/** Why `signal` stopped the upload: paused (the server keeps it) or cancelled. */
+function stopped(signal) {
+  return new Error(signal?.reason === PAUSED ? PAUSED : CANCELLED);
+}
 
 function xhr(method, url, extra, body, onProgress, signal) {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new Error(CANCELLED));
+    if (signal?.aborted) return reject(stopped(signal));
     const x = new XMLHttpRequest();
     signal?.addEventListener("abort", () => x.abort(), { once: true });
     x.open(method, url);
@@ -38,43 +45,66 @@ function xhr(method, url, extra, body, onProgress, signal) {
     if (onProgress) x.upload.onprogress = (e) => onProgress(e.loaded);
     x.onload = () => resolve(x);
     x.onerror = () => reject(new Error("network error"));
-    x.onabort = () => reject(new Error(CANCELLED));
+    x.onabort = () => reject(stopped(signal));
     x.send(body ?? null);
   });
 }
 
 function reason(x, fallback) {
   const line = (x.responseText || "").trim().split("\n")[0];
-  return new Error(line || `${fallback} (HTTP ${x.status})`);
+  const e = new Error(line || `${fallback} (HTTP ${x.status})`);
+  e.status = x.status;
+  return e;
 }
 
 /**
  * Uploads `file` into the folder at `folderUrl`; `onProgress(bytesSent)` as it goes.
- * Resolves when the server has the whole file. `signal` (an AbortSignal) cancels it: the
- * request in flight stops and the upload is terminated on the server (TUS DELETE), so no
- * partial file is left and its space is freed.
+ * Resolves when the server has the whole file. `signal` (an AbortSignal) stops it: aborted
+ * with the reason PAUSED, the upload stays on the server (the error is PAUSED; call again
+ * with `resume` to go on); otherwise it is cancelled and terminated on the server (TUS
+ * DELETE), so no partial file is left and its space is freed. `resume` is the upload URL of
+ * an earlier start of this file (after a pause, or a reload): it goes on from the offset the
+ * server has, or starts over when the server no longer knows it. `onCreated(url)` is told
+ * the upload URL when one is made, to keep for a resume.
  */
-export async function upload(file, folderUrl, onProgress = () => {}, signal = undefined) {
-  const created = await xhr(
-    "POST",
-    folderUrl,
-    { "Upload-Length": String(file.size), "Upload-Metadata": `filename ${b64(file.name)}` },
-    null,
-    null,
-    signal,
-  );
-  if (created.status !== 201) throw reason(created, "Cannot start the upload");
-  const location = created.getResponseHeader("Location");
-  if (!location) throw new Error("the server named no upload URL");
-  try {
-    await send(file, location, Number(created.getResponseHeader("Upload-Offset")) || 0, onProgress, signal);
-  } catch (e) {
-    if (e.message === CANCELLED) {
-      // Best effort: a server that keeps it anyway collects it as abandoned.
-      await xhr("DELETE", location, {}).catch(() => {});
+export async function upload(file, folderUrl, onProgress = () => {}, signal = undefined, { resume, onCreated } = {}) {
+  let location = null;
+  let from = 0;
+  if (resume) {
+    const head = await xhr("HEAD", resume, {}, null, null, signal);
+    if (head.status === 200) {
+      location = resume;
+      from = Number(head.getResponseHeader("Upload-Offset")) || 0;
     }
+  }
+  if (!location) {
+    const created = await xhr(
+      "POST",
+      folderUrl,
+      { "Upload-Length": String(file.size), "Upload-Metadata": `filename ${b64(file.name)}` },
+      null,
+      null,
+      signal,
+    );
+    if (created.status !== 201) throw reason(created, "Cannot start the upload");
+    location = created.getResponseHeader("Location");
+    if (!location) throw new Error("the server named no upload URL");
+    from = Number(created.getResponseHeader("Upload-Offset")) || 0;
+    onCreated?.(location);
+  }
+  onProgress(from);
+  try {
+    await send(file, location, from, onProgress, signal);
+  } catch (e) {
+    // Best effort: a server that keeps it anyway collects it as abandoned.
+    if (e.message === CANCELLED) await terminate(location);
     throw e;
   }
+}
+
+/** Ends an upload on the server (TUS termination); best effort. */
+export async function terminate(location) {
+  await xhr("DELETE", location, {}).catch(() => {});
 }
 
 async function send(file, location, from, onProgress, signal) {
@@ -96,7 +126,7 @@ async function send(file, location, from, onProgress, signal) {
       );
     } catch (e) {
       x = null;
-      if (e.message === CANCELLED) throw e;
+      if (e.message === CANCELLED || e.message === PAUSED) throw e;
     }
     if (x && x.status === 204) {
       offset = Number(x.getResponseHeader("Upload-Offset")) || end;
