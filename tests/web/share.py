@@ -6,7 +6,8 @@ Run by tests/web.rs against a running `arca` (with sharing.auto_accept off):
 
 The script makes USER's folder Project with a file over WebDAV. Then USER, an admin, logged
 in: makes the users alice and temp and the group team (alice in it) in the Users view, resets
-alice's password and deletes temp; opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
+alice's password and deletes temp; opens a project space made over Graph from the Spaces view
+and makes a folder and uploads a file in it; opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
 sets an expiry, adds the group and removes it again, creates an upload-only link with a
 password (its URL lands on the clipboard), and removes the link from "Shared by me". Then
 alice, logged in: finds Project pending in "Shared with me", accepts it, opens it, reads the
@@ -16,8 +17,10 @@ error or receive a Basic challenge.
 """
 
 import json
+import os
 import re
 import sys
+import tempfile
 import urllib.parse
 
 from playwright.sync_api import expect, sync_playwright
@@ -110,6 +113,41 @@ with sync_playwright() as pw:
     page.locator("#dialog-buttons button", has_text="Close").click()
     team_id = [g["id"] for g in json.loads(http("GET", "/graph/v1.0/groups", {"Authorization": kit.BASIC})[2])["value"] if g["displayName"] == "team"][0]
     check(graph_names(f"groups/{team_id}/members", "onPremisesSamAccountName") == ["alice"], "alice is not in team")
+    page.click("#view-files")
+    expect(row(page, "Project")).to_have_count(1)
+
+    step("a project space: listed under Spaces, opened, a folder made and a file uploaded in it")
+    status, _, raw = http(
+        "POST",
+        "/graph/v1.0/drives",
+        {"Authorization": kit.BASIC, "Content-Type": "application/json"},
+        json.dumps({"name": "Team Space", "driveType": "project", "description": "for the team"}).encode(),
+    )
+    check(status == 201, f"create the space: {status} {raw[:200]!r}")
+    space = json.loads(raw)["id"]
+    page.click("#view-spaces")
+    listed = page.locator("#space-list tr[data-name='Team Space']")
+    expect(listed).to_contain_text("for the team")
+    listed.locator("a.file-name").click()
+    expect(page.locator("#crumbs")).to_contain_text("Team Space")
+    expect(page.locator("#empty")).to_be_visible()
+    page.click("#new-folder")
+    page.fill("#new-folder-name", "plans")
+    page.press("#new-folder-name", "Enter")
+    expect(row(page, "plans")).to_have_count(1)
+    row(page, "plans").locator(".file-name").click()
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "q4.txt")
+        with open(plan, "wb") as f:
+            f.write(b"the space's plan")
+        page.set_input_files("#upload-input", plan)
+        expect(row(page, "q4.txt")).to_have_count(1)
+    in_space = f"/dav/spaces/{urllib.parse.quote(space)}/plans/q4.txt"
+    status, _, body = http("GET", in_space, {"Authorization": kit.BASIC})
+    check((status, body) == (200, b"the space's plan"), f"GET {in_space}: {status} {body[:80]!r}")
+    check(row(page, "q4.txt").locator("button[aria-label^='Share']").count() == 0, "sharing offered in a space")
+    status, _, _ = dav("PROPFIND", "plans", {"Depth": "0"})
+    check(status == 404, f"the space's folder landed in the personal files: {status}")
     page.click("#view-files")
     expect(row(page, "Project")).to_have_count(1)
 

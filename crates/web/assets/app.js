@@ -27,7 +27,12 @@ const state = {
   generation: 0,
   /** Names of the selected entries of the folder shown. */
   selected: new Set(),
+  /** The project space shown ({space, name}), or null for the user's own files. */
+  root: null,
 };
+
+/** Project spaces' names by id, from the last Spaces listing (for the crumbs). */
+const spaceNames = new Map();
 
 // ------------------------------------------------------------------------- login
 
@@ -99,7 +104,7 @@ function enter() {
   $("logout").hidden = false;
   $("views").hidden = false;
   $("view-admin").hidden = !me.admin;
-  if (!location.hash.startsWith("#/files") && !Object.values(VIEWS).includes(location.hash)) {
+  if (!location.hash.startsWith("#/files") && !location.hash.startsWith("#/spaces/") && !Object.values(VIEWS).includes(location.hash)) {
     history.replaceState(null, "", "#/files/");
   }
   route();
@@ -107,9 +112,21 @@ function enter() {
 
 // ------------------------------------------------------------------------- files
 
-/** The folder path in the hash, decoded. */
+/**
+ * Where the files view is: the user's files (`#/files/a/b`) or a project space's
+ * (`#/spaces/{id}/a/b`). Sets `state.root` and answers the folder path, decoded.
+ */
 function pathFromHash() {
-  const raw = location.hash.replace(/^#\/files/, "") || "/";
+  const space = location.hash.match(/^#\/spaces\/([^/]+)(\/.*)?$/);
+  let raw;
+  if (space) {
+    const id = decodeURIComponent(space[1]);
+    if (state.root?.space !== id) state.root = { space: id, name: spaceNames.get(id) || "Space" };
+    raw = space[2] || "/";
+  } else {
+    state.root = null;
+    raw = location.hash.replace(/^#\/files/, "") || "/";
+  }
   try {
     return decodeURIComponent(raw) || "/";
   } catch {
@@ -117,8 +134,14 @@ function pathFromHash() {
   }
 }
 
+/** The files view's root for WebDAV (dav.url): the user's name, or {space}. */
+function root() {
+  return state.root ?? api.session.current.user;
+}
+
 function hashFor(path) {
-  return `#/files${path.split("/").map(encodeURIComponent).join("/") || "/"}`;
+  const rest = path.split("/").map(encodeURIComponent).join("/") || "/";
+  return state.root ? `#/spaces/${encodeURIComponent(state.root.space)}${rest}` : `#/files${rest}`;
 }
 
 function go(path) {
@@ -132,6 +155,7 @@ const VIEWS = {
   "shared-with": "#/shared-with-me",
   "shared-by": "#/shared-by-me",
   admin: "#/admin",
+  spaces: "#/spaces",
 };
 const REFRESH = {
   trash: refreshTrash,
@@ -139,6 +163,7 @@ const REFRESH = {
   "shared-with": refreshSharedWithMe,
   "shared-by": refreshSharedByMe,
   admin: refreshAdmin,
+  spaces: refreshSpaces,
 };
 
 async function route() {
@@ -146,10 +171,12 @@ async function route() {
   let view = Object.keys(VIEWS).find((v) => VIEWS[v] === location.hash) || "files";
   // The Users view is for admins (the server refuses its changes to anyone else).
   if (view === "admin" && !api.session.current.admin) view = "files";
+  // A project space's files are under the Spaces tab.
+  const current = view === "files" && location.hash.startsWith("#/spaces/") ? "spaces" : view;
   for (const v of ["files", ...Object.keys(VIEWS)]) {
     $(v).hidden = v !== view;
     const tab = $(`view-${v}`);
-    if (v === view) tab.setAttribute("aria-current", "page");
+    if (v === current) tab.setAttribute("aria-current", "page");
     else tab.removeAttribute("aria-current");
   }
   if (view !== "tokens") $("token-new").hidden = true;
@@ -159,20 +186,45 @@ async function route() {
   if (view !== "files") {
     await REFRESH[view]();
   } else {
+    const before = state.root?.space;
     const path = pathFromHash();
-    if (path !== state.path) state.selected.clear();
+    if (path !== state.path || before !== state.root?.space) state.selected.clear();
     state.path = path;
     await refresh();
   }
   $("main").focus({ preventScroll: true });
 }
 
+/** The Spaces view: the project spaces the user may open (Graph's drives), each a link. */
+async function refreshSpaces() {
+  let drives = [];
+  try {
+    const resp = await api.request("GET", "/graph/v1.0/me/drives");
+    if (!resp.ok) throw await api.failure(resp, "Cannot list the spaces");
+    drives = (await resp.json()).value.filter((d) => d.driveType === "project");
+  } catch (e) {
+    if (e.status !== 401) announce(e.message, "error");
+  }
+  drives.sort((a, b) => byName(a.name, b.name));
+  for (const d of drives) spaceNames.set(d.id, d.name);
+  const rows = drives.map((d) =>
+    h(
+      "tr",
+      { dataset: { name: d.name } },
+      h("td", { class: "col-name" }, h("a", { class: "file-name", href: `#/spaces/${encodeURIComponent(d.id)}/` }, icon("folder"), h("span", {}, d.name))),
+      h("td", { class: "col-size" }, formatSize(d.quota?.used ?? null)),
+      h("td", { class: "col-location" }, d.description || ""),
+    ),
+  );
+  document.querySelector("#space-list tbody").replaceChildren(...rows);
+  $("space-none").hidden = rows.length > 0;
+}
+
 async function refresh() {
   const generation = ++state.generation;
-  const me = api.session.current;
   renderCrumbs();
   try {
-    const entries = await dav.list(me.user, state.path);
+    const entries = await dav.list(root(), state.path);
     if (generation !== state.generation) return;
     state.entries = entries;
     const names = new Set(entries.map((e) => e.name));
@@ -188,7 +240,7 @@ async function refresh() {
 
 function renderCrumbs() {
   const parts = state.path.split("/").filter(Boolean);
-  const items = [h("li", {}, crumb("Home", "/", parts.length === 0))];
+  const items = [h("li", {}, crumb(state.root ? state.root.name : "Home", "/", parts.length === 0))];
   parts.forEach((name, i) => {
     const path = `/${parts.slice(0, i + 1).join("/")}`;
     items.push(h("li", {}, crumb(name, path, i === parts.length - 1)));
@@ -250,13 +302,12 @@ function onSelectAll() {
 }
 
 function row(entry) {
-  const me = api.session.current;
   const path = dav.join(state.path, entry.name);
   const name = entry.folder
     ? h("a", { href: hashFor(path), class: "file-name" }, icon(kind(entry)), h("span", {}, entry.name))
     : h(
         "a",
-        { href: dav.url(me.user, path), download: entry.name, class: "file-name" },
+        { href: dav.url(root(), path), download: entry.name, class: "file-name" },
         icon(kind(entry)),
         h("span", {}, entry.name),
       );
@@ -267,7 +318,7 @@ function row(entry) {
       "a",
       {
         class: "icon-button",
-        href: entry.folder ? archiveUrl([entry]) : dav.url(me.user, path),
+        href: entry.folder ? archiveUrl([entry]) : dav.url(root(), path),
         download: entry.folder ? `${entry.name}.zip` : entry.name,
         "aria-label": entry.folder ? `Download ${entry.name} as a zip` : `Download ${entry.name}`,
       },
@@ -280,11 +331,14 @@ function row(entry) {
           { type: "button", class: "icon-button", "aria-label": `Versions of ${entry.name}`, onclick: () => showVersions(entry) },
           icon("versions", 18),
         ),
-    h(
-      "button",
-      { type: "button", class: "icon-button", "aria-label": `Share ${entry.name}`, onclick: () => showShare(entry, path) },
-      icon("share", 18),
-    ),
+    // Sharing from project spaces is by the space's members (not yet here).
+    state.root
+      ? null
+      : h(
+          "button",
+          { type: "button", class: "icon-button", "aria-label": `Share ${entry.name}`, onclick: () => showShare(entry, path) },
+          icon("share", 18),
+        ),
     h(
       "button",
       { type: "button", class: "icon-button", "aria-label": `Rename ${entry.name}`, onclick: () => startRename(entry, tr) },
@@ -353,8 +407,7 @@ function startRename(entry, tr) {
         if (!to || to === entry.name) return cancel();
         if (to.includes("/")) return announce("A name cannot contain /.", "error");
         try {
-          const me = api.session.current;
-          await dav.move(me.user, dav.join(state.path, entry.name), dav.join(state.path, to));
+          await dav.move(root(), dav.join(state.path, entry.name), dav.join(state.path, to));
           announce(`Renamed ${entry.name} to ${to}.`);
           await refresh();
         } catch (err) {
@@ -375,9 +428,8 @@ function startRename(entry, tr) {
 }
 
 async function remove(entry) {
-  const me = api.session.current;
   try {
-    await dav.remove(me.user, dav.join(state.path, entry.name));
+    await dav.remove(root(), dav.join(state.path, entry.name));
     announce(`Moved ${entry.name} to the trash.`);
     await refresh();
   } catch (e) {
@@ -401,7 +453,7 @@ async function onNewFolder(event) {
   if (!name) return;
   if (name.includes("/")) return announce("A name cannot contain /.", "error");
   try {
-    await dav.mkcol(api.session.current.user, dav.join(state.path, name));
+    await dav.mkcol(root(), dav.join(state.path, name));
     toggleNewFolder(false);
     announce(`Created folder ${name}.`);
     await refresh();
@@ -418,13 +470,12 @@ async function onNewFolder(event) {
  * Resolves to the chosen path, or null.
  */
 async function pickFolder(title, action, exclude) {
-  const me = api.session.current;
   let at = state.path;
   const body = h("div", {});
   const render = async () => {
     let folders = [];
     try {
-      folders = (await dav.list(me.user, at)).filter((e) => e.folder && !exclude.has(dav.join(at, e.name)));
+      folders = (await dav.list(root(), at)).filter((e) => e.folder && !exclude.has(dav.join(at, e.name)));
     } catch (e) {
       announce(e.message, "error");
     }
@@ -464,7 +515,6 @@ async function pickFolder(title, action, exclude) {
 async function onTransfer(method) {
   const names = [...state.selected].sort();
   if (names.length === 0) return;
-  const me = api.session.current;
   const verb = method === "MOVE" ? "Move" : "Copy";
   const what = names.length === 1 ? `“${names[0]}”` : `${names.length} items`;
   const exclude = new Set(names.map((n) => dav.join(state.path, n)));
@@ -481,7 +531,7 @@ async function onTransfer(method) {
       // A copy into its own folder is a duplicate: the name is taken by the item itself,
       // which cannot replace itself.
       const itself = from === to;
-      let outcome = itself ? "taken" : await dav.transfer(method, me.user, from, to);
+      let outcome = itself ? "taken" : await dav.transfer(method, root(), from, to);
       if (outcome === "taken") {
         const choice = await ask(
           `“${name}” exists in ${dest}`,
@@ -495,13 +545,13 @@ async function onTransfer(method) {
           ].filter(Boolean),
         );
         if (choice === "replace") {
-          outcome = await dav.transfer(method, me.user, from, to, true);
+          outcome = await dav.transfer(method, root(), from, to, true);
         } else if (choice === "keep") {
-          taken ??= new Set((await dav.list(me.user, dest)).map((e) => e.name));
+          taken ??= new Set((await dav.list(root(), dest)).map((e) => e.name));
           const free = dav.freeName(name, taken);
           taken.add(free);
           to = dav.join(dest, free);
-          outcome = await dav.transfer(method, me.user, from, to);
+          outcome = await dav.transfer(method, root(), from, to);
         } else {
           outcome = "skipped";
         }
@@ -523,11 +573,10 @@ async function onTransfer(method) {
 /** Deletes the selection (to the trash, from where it can come back). */
 async function onDeleteSelected() {
   const names = [...state.selected];
-  const me = api.session.current;
   let done = 0;
   try {
     for (const name of names) {
-      await dav.remove(me.user, dav.join(state.path, name));
+      await dav.remove(root(), dav.join(state.path, name));
       done += 1;
     }
     announce(`Moved ${done} item${done === 1 ? "" : "s"} to the trash.`);
@@ -541,7 +590,6 @@ async function onDeleteSelected() {
 // ------------------------------------------------------------------------- versions
 
 async function showVersions(entry) {
-  const me = api.session.current;
   const path = dav.join(state.path, entry.name);
   let versions;
   try {
@@ -564,7 +612,7 @@ async function showVersions(entry) {
           onclick: async () => {
             $("dialog").close();
             try {
-              await undo.restoreVersion(v, me.user, path);
+              await undo.restoreVersion(v, root(), path);
               announce(`Restored the version of ${entry.name} from ${formatDate(v.modified)}.`);
               await refresh();
             } catch (e) {
@@ -600,7 +648,7 @@ function wire() {
   wireUploads({
     folder: () => state.path,
     refresh,
-    url: (path) => dav.url(api.session.current.user, path),
+    url: (path) => dav.url(root(), path),
     zone: $("files"),
     list: $("uploads"),
     files: $("upload-input"),

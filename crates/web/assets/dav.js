@@ -6,10 +6,24 @@ import { request, failure } from "./api.js";
 
 const DAV = "DAV:";
 
-/** The URL of `path` in `user`'s files, every segment percent-encoded. */
-export function url(user, path) {
+/**
+ * The URL of `path` in a root: a user's files (`root` their user name) or a project space's
+ * (`root` {space: id}), every segment percent-encoded. Every function here that takes a
+ * `user` takes either.
+ */
+export function url(root, path) {
   const segments = path.split("/").filter(Boolean).map(encodeURIComponent);
-  return `/remote.php/dav/files/${encodeURIComponent(user)}/${segments.join("/")}`;
+  if (typeof root === "object" && root.space) return `/dav/spaces/${encodeURIComponent(root.space)}/${segments.join("/")}`;
+  return `/remote.php/dav/files/${encodeURIComponent(root)}/${segments.join("/")}`;
+}
+
+/** A URL path decoded, to compare paths however their characters were escaped. */
+function decoded(path) {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 
 /** `path` joined with one more name. */
@@ -170,12 +184,12 @@ export async function listAt(folderUrl) {
     body: PROPFIND_BODY,
   });
   if (resp.status !== 207) throw await failure(resp, "Cannot list this folder");
-  const self = new URL(folderUrl, location.origin).pathname.replace(/\/$/, "");
+  const self = decoded(new URL(folderUrl, location.origin).pathname.replace(/\/$/, ""));
   const entries = [];
   for (const r of multistatus(await resp.text())) {
     // Hrefs may be absolute URLs or paths; only the path matters.
     const hrefPath = new URL(r.href, location.origin).pathname.replace(/\/$/, "");
-    if (hrefPath === self) continue;
+    if (decoded(hrefPath) === self) continue;
     const last = hrefPath.slice(hrefPath.lastIndexOf("/") + 1);
     let name;
     try {
