@@ -138,7 +138,7 @@ async fn open(
             access,
         })
         .await
-        .map_err(|s| refusal(s, from_script(headers)))?
+        .map_err(|s| refusal(s, arca_proto::headers::from_script(headers)))?
         .into_inner();
     let share = opened.share.unwrap_or_default();
     let identity = HeaderValue::from_str(&opened.identity)
@@ -190,14 +190,6 @@ fn access_token(req: &Request) -> String {
         .find_map(|kv| kv.strip_prefix("access="))
         .unwrap_or_default()
         .to_owned()
-}
-
-/// Whether the request comes from a page's script, which must not get a Basic challenge:
-/// the browser would answer it with its own password prompt over the page's form.
-fn from_script(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-requested-with")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"XMLHttpRequest"))
 }
 
 /// Runs `fut` with the link's identity on every call it makes.

@@ -297,11 +297,7 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
     session::strip_cookie(req.headers_mut());
     // A browser's own password prompt must not come up for the web app: its calls say who
     // they are, and a session cookie means a browser that logs in with the app's form.
-    let browser = cookie.is_some()
-        || req
-            .headers()
-            .get(X_REQUESTED_WITH)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"XMLHttpRequest"));
+    let browser = cookie.is_some() || arca_proto::headers::from_script(req.headers());
 
     if !routes::is_anonymous(path) {
         let authorization = req.headers().get(header::AUTHORIZATION);
@@ -383,9 +379,6 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
 
 /// Tells the frontend which scheme the client used.
 const X_FORWARDED_PROTO: header::HeaderName = header::HeaderName::from_static("x-forwarded-proto");
-
-/// Sent by the web app's fetch() calls (and by other browser apps): no Basic challenge then.
-const X_REQUESTED_WITH: header::HeaderName = header::HeaderName::from_static("x-requested-with");
 
 /// 401 with the two challenges oCIS sends; the realm is the Host the client used. To a
 /// `browser` only the Bearer one: a Basic challenge makes browsers show their own password

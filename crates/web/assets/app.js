@@ -11,7 +11,7 @@ import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
 import { wireAdmin, refreshAdmin } from "./view-admin.js";
-import { h, icon, formatSize, formatDate, announce, byName } from "./ui.js";
+import { h, icon, kind, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
@@ -263,13 +263,6 @@ function compare(a, b) {
   else if (key === "modified") c = (a.modified ?? 0) - (b.modified ?? 0);
   if (c === 0) c = byName(a.name, b.name);
   return c * dir;
-}
-
-function kind(entry) {
-  if (entry.folder) return "folder";
-  if (entry.type.startsWith("image/")) return "image";
-  if (entry.type.startsWith("text/")) return "text";
-  return "file";
 }
 
 function renderList() {

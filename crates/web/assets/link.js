@@ -12,7 +12,7 @@
 import * as api from "./api.js";
 import * as dav from "./dav.js";
 import { wireUploads } from "./uploads.js";
-import { h, icon, formatSize, formatDate, announce, byName } from "./ui.js";
+import { h, icon, kind, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
 const $ = (id) => document.getElementById(id);
@@ -255,13 +255,6 @@ function renderCrumbs(path) {
 
 function crumb(label, path, current) {
   return h("li", {}, current ? h("span", { "aria-current": "page" }, label) : h("a", { href: hashFor(path) }, label));
-}
-
-function kind(entry) {
-  if (entry.folder) return "folder";
-  if (entry.type.startsWith("image/")) return "image";
-  if (entry.type.startsWith("text/")) return "text";
-  return "file";
 }
 
 function row(entry) {

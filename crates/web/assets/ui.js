@@ -32,6 +32,14 @@ export function icon(name, size = 20) {
   });
 }
 
+/** The icon of a listed entry ({folder, type}): folder, image, text or file. */
+export function kind(entry) {
+  if (entry.folder) return "folder";
+  if (entry.type.startsWith("image/")) return "image";
+  if (entry.type.startsWith("text/")) return "text";
+  return "file";
+}
+
 /**
  * Compares names as people sort them (numbers by value, case aside). One collator for all:
  * `localeCompare` with options builds one per call, which made sorting 10,000 names take
