@@ -1043,10 +1043,19 @@ fn query_escape(s: &str) -> String {
 /// HTTP on loopback, one ES256 key made by openssl (Debian's CLI; its absence is a failure),
 /// and [`token`](Self::token) to sign tokens with it. ES256 rather than RSA: a thousand
 /// tokens sign in milliseconds even in a debug build.
+///
+/// It also logs browsers in, as a provider's authorization-code flow does (OpenID Connect
+/// Core §3.1, PKCE per RFC 7636, S256 only): its authorization endpoint shows a sign-in form
+/// (any user name is taken, no password: this is arca's test, not the provider's), or
+/// "Cancel" (`error=access_denied`); its token endpoint trades a code once, for the client
+/// and redirect URI it was issued to and the verifier of its challenge, for an ID token
+/// (`aud` the client, the request's `nonce`) and an access token.
 pub struct OidcIssuer {
     /// The issuer URL, `http://127.0.0.1:PORT/realms/test`: `proxy.oidc.issuer`.
     pub url: String,
     key: jsonwebtoken::EncodingKey,
+    /// Codes issued and not yet traded.
+    grants: Arc<Mutex<std::collections::HashMap<String, Grant>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -1100,9 +1109,40 @@ impl OidcIssuer {
         let discovery = serde_json::json!({
             "issuer": url,
             "jwks_uri": format!("{url}/protocol/openid-connect/certs"),
+            "authorization_endpoint": format!("{url}/protocol/openid-connect/auth"),
+            "token_endpoint": format!("{url}/protocol/openid-connect/token"),
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
             "id_token_signing_alg_values_supported": ["ES256"],
         });
+        let grants = Arc::new(Mutex::new(std::collections::HashMap::new()));
+        let signer = Arc::new(IssuerSigner {
+            url: url.clone(),
+            key: key.clone(),
+        });
+        let login = {
+            let grants = grants.clone();
+            move |uri: http::Uri, body: Bytes| {
+                let grants = grants.clone();
+                async move { Self::authorize(&grants, &uri, &body) }
+            }
+        };
+        let trade = {
+            let grants = grants.clone();
+            move |body: Bytes| {
+                let (grants, signer) = (grants.clone(), signer.clone());
+                async move { Self::trade(&grants, &signer, &body) }
+            }
+        };
         let app = axum::Router::new()
+            .route(
+                "/realms/test/protocol/openid-connect/auth",
+                axum::routing::get(login.clone()).post(login),
+            )
+            .route(
+                "/realms/test/protocol/openid-connect/token",
+                axum::routing::post(trade),
+            )
             .route(
                 "/realms/test/.well-known/openid-configuration",
                 axum::routing::get(move || {
@@ -1128,6 +1168,7 @@ impl OidcIssuer {
         Ok(Self {
             url,
             key,
+            grants,
             stop: Some(stop),
             task,
         })
@@ -1135,10 +1176,162 @@ impl OidcIssuer {
 
     /// A token for `user` (`preferred_username`, `name`, `email`), valid for ten minutes.
     pub fn token(&self, user: &str) -> anyhow::Result<String> {
+        IssuerSigner {
+            url: self.url.clone(),
+            key: self.key.clone(),
+        }
+        .token(user, serde_json::json!({}))
+    }
+
+    /// How many codes were issued and not traded yet.
+    pub fn open_grants(&self) -> usize {
+        self.grants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The authorization endpoint: `GET` shows the sign-in form, which posts back to the same
+    /// URL; the post issues a code (or the refusal) to the client's redirect URI.
+    fn authorize(
+        grants: &Mutex<std::collections::HashMap<String, Grant>>,
+        uri: &http::Uri,
+        body: &[u8],
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        let bad = |why: &str| (http::StatusCode::BAD_REQUEST, format!("{why}\n")).into_response();
+        let q = form_fields(uri.query().unwrap_or("").as_bytes());
+        let field = |name: &str| q.get(name).cloned().unwrap_or_default();
+        let redirect_uri = field("redirect_uri");
+        if field("response_type") != "code"
+            || field("client_id").is_empty()
+            || !redirect_uri.starts_with("http")
+            || field("state").is_empty()
+            || field("nonce").is_empty()
+        {
+            return bad("response_type=code, client_id, redirect_uri, state and nonce are needed");
+        }
+        if field("code_challenge_method") != "S256" || field("code_challenge").len() != 43 {
+            return bad("PKCE with S256 is required");
+        }
+        let form = form_fields(body);
+        let back = |query: String| {
+            let mut resp = http::StatusCode::FOUND.into_response();
+            if let Ok(v) = format!("{redirect_uri}?{query}").parse() {
+                resp.headers_mut().insert(http::header::LOCATION, v);
+            }
+            resp
+        };
+        let state = query_escape(&field("state"));
+        match form.get("action").map(String::as_str) {
+            None => {
+                let page = "<!doctype html><html lang=en><meta charset=utf-8>\
+                    <title>Test IdP</title><h1>Sign in to Test IdP</h1>\
+                    <form method=post><label for=username>User name</label>\
+                    <input id=username name=username autocomplete=username>\
+                    <button name=action value=login>Sign in</button>\
+                    <button name=action value=cancel>Cancel</button></form>";
+                axum::response::Html(page).into_response()
+            }
+            Some("cancel") => back(format!("error=access_denied&state={state}")),
+            Some(_) => {
+                let username = form.get("username").cloned().unwrap_or_default();
+                if username.is_empty() {
+                    return bad("a user name is needed");
+                }
+                let code = format!("{:032x}", rand_u128());
+                let grant = Grant {
+                    client_id: field("client_id"),
+                    redirect_uri: redirect_uri.clone(),
+                    challenge: field("code_challenge"),
+                    nonce: field("nonce"),
+                    username,
+                };
+                grants
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(code.clone(), grant);
+                back(format!("code={code}&state={state}"))
+            }
+        }
+    }
+
+    /// The token endpoint (RFC 6749 §4.1.3, RFC 7636 §4.6).
+    fn trade(
+        grants: &Mutex<std::collections::HashMap<String, Grant>>,
+        signer: &IssuerSigner,
+        body: &[u8],
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let refuse = |error: &str| {
+            (
+                http::StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({ "error": error })),
+            )
+                .into_response()
+        };
+        let form = form_fields(body);
+        let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+        if field("grant_type") != "authorization_code" {
+            return refuse("unsupported_grant_type");
+        }
+        // Taken out whatever follows: a code is traded at most once.
+        let grant = grants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&field("code"));
+        let Some(grant) = grant else {
+            return refuse("invalid_grant");
+        };
+        let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(sha2::Sha256::digest(field("code_verifier").as_bytes()));
+        if grant.client_id != field("client_id")
+            || grant.redirect_uri != field("redirect_uri")
+            || grant.challenge != challenge
+        {
+            return refuse("invalid_grant");
+        }
+        let extra = serde_json::json!({ "aud": grant.client_id, "nonce": grant.nonce });
+        let tokens = signer
+            .token(&grant.username, extra)
+            .and_then(|id| Ok((id, signer.token(&grant.username, serde_json::json!({}))?)));
+        match tokens {
+            Ok((id_token, access_token)) => axum::Json(serde_json::json!({
+                "access_token": access_token,
+                "id_token": id_token,
+                "token_type": "Bearer",
+                "expires_in": 600,
+            }))
+            .into_response(),
+            Err(_) => http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+}
+
+/// A code the issuer handed out, until it is traded.
+struct Grant {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    nonce: String,
+    username: String,
+}
+
+/// The issuer's key and name, which its endpoints sign with.
+struct IssuerSigner {
+    url: String,
+    key: jsonwebtoken::EncodingKey,
+}
+
+impl IssuerSigner {
+    /// A token for `user`, valid for ten minutes, with `extra` claims.
+    fn token(&self, user: &str, extra: Value) -> anyhow::Result<String> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs();
-        let claims = serde_json::json!({
+        let mut claims = serde_json::json!({
             "iss": self.url,
             "sub": format!("sub-{user}"),
             "preferred_username": user,
@@ -1147,10 +1340,53 @@ impl OidcIssuer {
             "iat": now,
             "exp": now + 600,
         });
+        if let (Some(claims), Value::Object(extra)) = (claims.as_object_mut(), extra) {
+            claims.extend(extra);
+        }
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.kid = Some(Self::KID.to_owned());
+        header.kid = Some(OidcIssuer::KID.to_owned());
         Ok(jsonwebtoken::encode(&header, &claims, &self.key)?)
     }
+}
+
+/// The fields of an `application/x-www-form-urlencoded` body or query.
+fn form_fields(raw: &[u8]) -> std::collections::HashMap<String, String> {
+    let text = String::from_utf8_lossy(raw).replace('+', " ");
+    text.split('&')
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            Some((percent_decode(name)?, percent_decode(value)?))
+        })
+        .filter(|(name, _)| !name.is_empty())
+        .collect()
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// 128 unpredictable enough bits for a test's codes (the std hasher's random keys).
+fn rand_u128() -> u128 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let half = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0);
+        h.finish()
+    };
+    (u128::from(half()) << 64) | u128::from(half())
 }
 
 impl Drop for OidcIssuer {

@@ -193,6 +193,242 @@ async fn the_page_its_files_and_the_session_on_the_wire() -> anyhow::Result<()> 
     assert_eq!(after.status, 401, "the old cookie still works after logout");
     let gone = with_cookie(addr, "GET", "/api/v1/session", &cookie, &[]).await?;
     assert_eq!(gone.status, 401);
+    // No provider configured: the page offers none, and its login route says so.
+    assert!(gone.json()?["oidc"].is_null(), "{}", gone.text());
+    let none = arca_tests::get(addr, "/api/v1/session/oidc", &[]).await?;
+    assert_eq!(none.status, 404, "{}", none.text());
+    Ok(())
+}
+
+/// The values of every `Set-Cookie` of `r`.
+fn set_cookies(r: &HttpResponse) -> Vec<String> {
+    r.headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect()
+}
+
+/// The `name=value` pair of the cookie `name` that `r` sets.
+fn cookie_pair(r: &HttpResponse, name: &str) -> Option<String> {
+    set_cookies(r)
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .map(|c| c.split(';').next().unwrap_or_default().to_owned())
+}
+
+/// The value of `name` in the query of `url` (percent-decoded).
+fn query_value(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| {
+            percent_encoding::percent_decode_str(&v.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    })
+}
+
+/// The test provider's sign-in form at `to`, submitted with `action` (login as oscar, or
+/// cancel): the path on `addr` the browser is sent back to.
+async fn sign_in_at(
+    idp: String,
+    addr: &str,
+    to: String,
+    action: &'static str,
+) -> anyhow::Result<String> {
+    let path = to
+        .split_once(idp.as_str())
+        .map(|(_, p)| p.to_owned())
+        .context("path")?;
+    let page = arca_tests::get(&idp, &path, &[]).await?;
+    anyhow::ensure!(page.status == 200, "sign-in page: {}", page.text());
+    let r = send(
+        &idp,
+        "POST",
+        &path,
+        &[("content-type", "application/x-www-form-urlencoded")],
+        format!("username=oscar&action={action}"),
+    )
+    .await?;
+    anyhow::ensure!(r.status == 302, "sign-in: {} {}", r.status, r.text());
+    let back = r.header("location").context("no Location")?;
+    Ok(back
+        .strip_prefix(&format!("http://{addr}"))
+        .context("sent back elsewhere")?
+        .to_owned())
+}
+
+/// The browser's return to arca's callback `path` with `cookie`: the 303 it gets.
+async fn come_back_to(
+    addr: &str,
+    cookie: Option<String>,
+    path: String,
+) -> anyhow::Result<HttpResponse> {
+    let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("cookie", c.as_str())).collect();
+    let r = arca_tests::get(addr, &path, &headers).await?;
+    anyhow::ensure!(r.status == 303, "callback: {} {}", r.status, r.text());
+    Ok(r)
+}
+
+/// The test OpenID provider, and arca logging browsers in through it as client `arca-web`.
+async fn start_with_issuer(dir: &TempDir) -> anyhow::Result<(arca_tests::OidcIssuer, Server)> {
+    let issuer = arca_tests::OidcIssuer::start(dir).await?;
+    let server = start(
+        dir,
+        &[
+            ("proxy.oidc.issuer", issuer.url.as_str()),
+            ("proxy.oidc.client_id", "arca-web"),
+            ("proxy.oidc.provider_name", "Test IdP"),
+        ],
+    )
+    .await?;
+    Ok((issuer, server))
+}
+
+/// A login through the provider, on the wire: the proxy sends the browser to the provider
+/// with PKCE (S256), a state bound to a cookie and a nonce; the callback opens a session only
+/// for the browser that started the login, once per code, and only with the verifier of the
+/// challenge it sent (the test issuer checks it as a provider does); every failure comes back
+/// to the app as a fixed word, never a session.
+#[tokio::test]
+async fn a_login_through_oidc_runs_the_code_flow_with_pkce() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let (issuer, server) = start_with_issuer(&dir).await?;
+    let addr = server.public.as_str();
+    let idp = issuer
+        .url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+        .map(|(host, _)| host.to_owned())
+        .context("issuer address")?;
+
+    let nobody = arca_tests::get(addr, "/api/v1/session", &[]).await?;
+    assert_eq!(nobody.status, 401);
+    let offered = nobody.json()?;
+    assert_eq!(offered["oidc"]["name"], "Test IdP", "{offered}");
+    assert_eq!(offered["oidc"]["url"], "/api/v1/session/oidc");
+
+    // Leg one: to the provider, with the state in a cookie.
+    let begin = || async {
+        let r = arca_tests::get(addr, "/api/v1/session/oidc", &[]).await?;
+        anyhow::ensure!(r.status == 303, "start: {} {}", r.status, r.text());
+        let to = r.header("location").context("no Location")?.to_owned();
+        let cookie = set_cookies(&r)
+            .into_iter()
+            .find(|c| c.starts_with("arca_oidc="))
+            .context("no state cookie")?;
+        for flag in ["HttpOnly", "SameSite=Lax", "Path=/api/v1/session/oidc"] {
+            anyhow::ensure!(
+                cookie.contains(flag),
+                "state cookie without {flag}: {cookie}"
+            );
+        }
+        let pair = cookie.split(';').next().unwrap_or_default().to_owned();
+        anyhow::Ok((to, pair))
+    };
+    let (to, state_cookie) = begin().await?;
+    assert!(
+        to.starts_with(&format!("{}/protocol/openid-connect/auth?", issuer.url)),
+        "{to}"
+    );
+    assert_eq!(query_value(&to, "client_id").as_deref(), Some("arca-web"));
+    assert_eq!(query_value(&to, "response_type").as_deref(), Some("code"));
+    assert_eq!(
+        query_value(&to, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    let redirect = format!("http://{addr}/api/v1/session/oidc/callback");
+    assert_eq!(query_value(&to, "redirect_uri"), Some(redirect.clone()));
+    let state = query_value(&to, "state").context("no state")?;
+    assert_eq!(state_cookie, format!("arca_oidc={state}"));
+    assert!(query_value(&to, "scope").is_some_and(|s| s.split(' ').any(|s| s == "openid")));
+    assert!(query_value(&to, "nonce").is_some_and(|n| n.len() >= 32));
+
+    // At the provider: the person signs in, the browser comes back with a code.
+    let sign_in = |to: String, action: &'static str| sign_in_at(idp.clone(), addr, to, action);
+    let callback = sign_in(to, "login").await?;
+    assert!(
+        callback.starts_with("/api/v1/session/oidc/callback?code="),
+        "{callback}"
+    );
+    let come_back = |cookie: Option<String>, path: String| come_back_to(addr, cookie, path);
+    let login_word = |r: &HttpResponse| r.header("location").map(str::to_owned);
+
+    // Another browser (no state cookie), or one in its own login: no session, the code kept.
+    let stranger = come_back(None, callback.clone()).await?;
+    assert_eq!(login_word(&stranger).as_deref(), Some("/?login=failed"));
+    assert!(cookie_pair(&stranger, "arca_session").is_none());
+    let (_, other_cookie) = begin().await?;
+    let crossed = come_back(Some(other_cookie), callback.clone()).await?;
+    assert_eq!(login_word(&crossed).as_deref(), Some("/?login=failed"));
+    assert!(cookie_pair(&crossed, "arca_session").is_none());
+    assert_eq!(issuer.open_grants(), 1, "a refused callback spent the code");
+
+    // A state forged with its own cookie: the verifier the proxy derives from it is not the
+    // one of the challenge it sent, and the provider refuses the code.
+    let code = query_value(&callback, "code").context("no code")?;
+    let forged = format!("{}.{}", u32::MAX, "0".repeat(32));
+    let r = come_back(
+        Some(format!("arca_oidc={forged}")),
+        format!("/api/v1/session/oidc/callback?code={code}&state={forged}"),
+    )
+    .await?;
+    assert_eq!(login_word(&r).as_deref(), Some("/?login=failed"));
+    assert!(cookie_pair(&r, "arca_session").is_none());
+
+    // The real one, again, from its browser: that code was spent by the forgery's attempt,
+    // so a fresh login.
+    let (to, state_cookie) = begin().await?;
+    let callback = sign_in(to, "login").await?;
+    let done = come_back(Some(state_cookie.clone()), callback.clone()).await?;
+    assert_eq!(login_word(&done).as_deref(), Some("/"));
+    let session = cookie_pair(&done, "arca_session").context("no session cookie")?;
+    let set = set_cookies(&done);
+    assert!(
+        set.iter().any(|c| c.starts_with("arca_session=")
+            && c.contains("HttpOnly")
+            && c.contains("SameSite=Strict")),
+        "{set:?}"
+    );
+    assert!(
+        set.iter()
+            .any(|c| c.starts_with("arca_oidc=;") && c.contains("Max-Age=0")),
+        "the state cookie is not cleared: {set:?}"
+    );
+    let me = with_cookie(addr, "GET", "/api/v1/session", &session, &[]).await?;
+    assert_eq!(me.status, 200, "{}", me.text());
+    let me = me.json()?;
+    assert_eq!(me["user"], "oscar");
+    assert_eq!(me["displayName"], "oscar from the IdP");
+    let home = with_cookie(
+        addr,
+        "PROPFIND",
+        "/remote.php/dav/files/oscar/",
+        &session,
+        &[("depth", "0")],
+    )
+    .await?;
+    assert_eq!(home.status, 207, "{}", home.text());
+
+    // The same code twice: the provider trades it once.
+    let again = come_back(Some(state_cookie), callback).await?;
+    assert_eq!(login_word(&again).as_deref(), Some("/?login=failed"));
+    assert!(cookie_pair(&again, "arca_session").is_none());
+
+    // Cancelled at the provider; a state past its time.
+    let (to, state_cookie) = begin().await?;
+    let cancelled = sign_in(to, "cancel").await?;
+    let r = come_back(Some(state_cookie), cancelled).await?;
+    assert_eq!(login_word(&r).as_deref(), Some("/?login=denied"));
+    let old = format!("1.{}", "0".repeat(32));
+    let r = come_back(
+        Some(format!("arca_oidc={old}")),
+        format!("/api/v1/session/oidc/callback?code=x&state={old}"),
+    )
+    .await?;
+    assert_eq!(login_word(&r).as_deref(), Some("/?login=expired"));
     Ok(())
 }
 
@@ -513,6 +749,30 @@ async fn a_folder_of_ten_thousand_in_a_real_browser() -> anyhow::Result<()> {
         ],
     )
     .await
+}
+
+/// "Log in with …" in a real browser (tests/web/oidc.py): cancelled, then signed in at the
+/// test provider, the folder made in the app on the server, logged out.
+#[tokio::test]
+async fn a_login_through_oidc_in_a_real_browser() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let (issuer, server) = start_with_issuer(&dir).await?;
+    let addr = server.public.as_str();
+    run_script(
+        "oidc.py",
+        &[format!("http://{addr}"), "Test IdP".to_owned()],
+    )
+    .await?;
+    // dora exists now, made from the ID token's claims.
+    let dora = send_as(addr, &admin(), "GET", "/graph/v1.0/users/dora", &[], "").await?;
+    assert_eq!(dora.status, 200, "{}", dora.text());
+    assert_eq!(dora.json()?["displayName"], "dora from the IdP");
+    assert_eq!(
+        issuer.open_grants(),
+        0,
+        "a code was issued and never traded"
+    );
+    Ok(())
 }
 
 /// axe-core's rules on the main pages (tests/web/a11y.py): no serious or critical violation.

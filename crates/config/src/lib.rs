@@ -392,6 +392,33 @@ pub struct ProxyOidc {
     /// Bounds on those creations (`proxy.oidc.provisioning`): a burst of first logins
     /// queues here instead of hitting storage-system all at once.
     pub provisioning: WorkLimits,
+    /// The web app's "Log in with …", when a client id is set.
+    pub web: Option<OidcWebLogin>,
+}
+
+/// The web app's login through the provider (`proxy.oidc.client_id` and the keys with it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct OidcWebLogin {
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    pub provider_name: String,
+    pub redirect_uri: Option<String>,
+    pub scopes: String,
+}
+
+impl std::fmt::Debug for OidcWebLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcWebLogin")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("provider_name", &self.provider_name)
+            .field("redirect_uri", &self.redirect_uri)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
 }
 
 /// Bounds on one kind of work toward a shared dependency: at most `concurrency` at once, and

@@ -18,8 +18,8 @@ use config::{FileFormat, Format, Map, Source, Value, ValueKind};
 use crate::keys::DefaultValue::{Text, Unset};
 use crate::keys::{Key, Part, default_of, join, key_of_env, keys};
 use crate::{
-    BlobsConfig, Config, ConfigError, EventsKind, Origin, Problem, ProxyOidc, ProxyTls,
-    RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, TrashConfig,
+    BlobsConfig, Config, ConfigError, EventsKind, OidcWebLogin, Origin, Problem, ProxyOidc,
+    ProxyTls, RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, TrashConfig,
     UploadsConfig, VersionsConfig, WorkLimits,
 };
 
@@ -295,6 +295,20 @@ pub(crate) const PROXY_OIDC: Part<Option<ProxyOidc>> = Part {
             /// Create unknown users at their first login from the claims preferred_username,
             /// name and email.
             "provision" = "true";
+            /// The web app's client id at the provider. When set, the login page offers "Log
+            /// in with …": the authorization-code flow with PKCE, run by the proxy.
+            "client_id" = unset, env "ARCA_PROXY_OIDC_CLIENT_ID";
+            /// The client's secret, when the provider registered it as confidential; a public
+            /// client (PKCE alone) has none.
+            "client_secret" = unset, env "ARCA_PROXY_OIDC_CLIENT_SECRET";
+            /// The provider as the login button names it: "Log in with NAME".
+            "provider_name" = "single sign-on";
+            /// Where the provider sends the browser back, registered there as the client's
+            /// redirect URI: https://HOST/api/v1/session/oidc/callback. Unset: made of the
+            /// request's Host and the listener's scheme.
+            "redirect_uri" = unset;
+            /// The scopes asked for (openid is needed; profile and email name the user).
+            "scopes" = "openid profile email";
         });
         (OIDC_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
     },
@@ -324,12 +338,41 @@ pub(crate) const PROXY_OIDC: Part<Option<ProxyOidc>> = Part {
             _ => None,
         })?;
         let provisioning = t.section("provisioning", OIDC_PROVISIONING.read)?;
+        let client_id = t.field("client_id").optional_text()?;
+        let client_secret = t.field("client_secret").optional_text()?;
+        let provider_name = t.field("provider_name").text()?;
+        let redirect_field = t.field("redirect_uri");
+        let redirect_uri = redirect_field.optional_text()?;
+        if let Some(uri) = &redirect_uri
+            && !(uri.starts_with("https://") || uri.starts_with("http://"))
+        {
+            return Err(redirect_field.error(Problem::NotOneOf {
+                value: format!("{uri:?}"),
+                allowed: "an absolute URL like https://HOST/api/v1/session/oidc/callback",
+            }));
+        }
+        let scopes_field = t.field("scopes");
+        let scopes = scopes_field.text()?;
+        if !scopes.split_whitespace().any(|s| s == "openid") {
+            return Err(scopes_field.error(Problem::NotOneOf {
+                value: format!("{scopes:?}"),
+                allowed: "space-separated scopes including openid",
+            }));
+        }
+        let web = client_id.map(|client_id| OidcWebLogin {
+            client_id,
+            client_secret,
+            provider_name,
+            redirect_uri,
+            scopes,
+        });
         Ok(issuer.map(|issuer| ProxyOidc {
             issuer,
             audience,
             user_claim,
             provision,
             provisioning,
+            web,
         }))
     },
 };

@@ -36,6 +36,11 @@ pub const WEB_ASSETS: &str = "/app";
 /// the session cookie belongs to, `DELETE` logs out. Answered by the proxy itself, before any
 /// authentication: it is where a browser gets its credential.
 pub const SESSION: &str = "/api/v1/session";
+/// The web app's "Log in with …": `GET` sends the browser to the OIDC provider (the
+/// authorization-code flow with PKCE), which sends it back to [`SESSION_OIDC_CALLBACK`]. Both
+/// answered by the proxy, before any authentication.
+pub const SESSION_OIDC: &str = "/api/v1/session/oidc";
+pub const SESSION_OIDC_CALLBACK: &str = "/api/v1/session/oidc/callback";
 
 /// Roots whose next path segment is a capability token: whoever knows it holds the upload or
 /// the link.
@@ -51,6 +56,8 @@ pub fn is_anonymous(path: &str) -> bool {
     path == STATUS
         || path == WEB_APP
         || path == SESSION
+        || path == SESSION_OIDC
+        || path == SESSION_OIDC_CALLBACK
         || CAPABILITIES.contains(&path)
         || path
             .strip_prefix(WEB_ASSETS)

@@ -21,6 +21,7 @@ mod linger;
 mod oidc;
 mod session;
 pub mod tls;
+mod web_login;
 
 use std::time::Instant;
 
@@ -104,21 +105,27 @@ impl Service for Proxy {
                         ctx.channel("storage-system"),
                         ctx.signer().clone(),
                         auth.cache(),
-                        self.throttle,
+                        self.throttle.clone(),
                     )?;
                     ctx.spawn_worker(oidc.key_refresher(ctx.shutdown()));
                     Some(oidc)
                 }
                 None => None,
             };
+            let web = self.oidc.as_ref().and_then(|c| c.web.clone());
+            let web_login = oidc.clone().zip(web.clone()).map(|(oidc, web)| {
+                web_login::WebLogin::new(oidc, web, ctx.signer().clone(), self.throttle.clone())
+            });
             let sessions = session::Sessions::new(
                 ctx.channel("storage-system"),
                 ctx.signer().clone(),
                 self.session_ttl,
                 edge.tls.is_some(),
+                web.map(|w| w.provider_name),
             );
             let state = ProxyState {
                 sessions,
+                web_login,
                 frontend: ctx.channel("frontend"),
                 auth,
                 oidc,
@@ -152,6 +159,8 @@ const HOP_BY_HOP: [&str; 8] = [
 struct ProxyState {
     frontend: Channel,
     sessions: session::Sessions,
+    /// The web app's "Log in with …" (`proxy.oidc.client_id`).
+    web_login: Option<web_login::WebLogin>,
     auth: auth::Authenticator,
     oidc: Option<oidc::Oidc>,
     cors: cors::Cors,
@@ -291,6 +300,28 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
         .map(|a| a.ip());
     if path == routes::SESSION {
         return state.sessions.handle(&state.auth, req, peer).await;
+    }
+    if path == routes::SESSION_OIDC || path == routes::SESSION_OIDC_CALLBACK {
+        let Some(login) = &state.web_login else {
+            return session::error(
+                StatusCode::NOT_FOUND,
+                "logging in through OIDC is not configured (proxy.oidc.client_id)",
+            );
+        };
+        if req.method() != http::Method::GET {
+            let mut resp = session::error(StatusCode::METHOD_NOT_ALLOWED, "use GET");
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET"));
+            return resp;
+        }
+        let (req, _) = req.into_parts();
+        return if path == routes::SESSION_OIDC {
+            login.start(&req, state.https).await
+        } else {
+            login
+                .callback(&state.sessions, &req, peer, state.https)
+                .await
+        };
     }
     // The session cookie is a credential: it stops here, whatever the path.
     let cookie = session::SessionCookie::from_headers(req.headers());

@@ -112,8 +112,18 @@ struct Keys {
     /// The `issuer` of the discovery document (tokens' `iss` must be exactly this).
     issuer: Option<String>,
     jwks_uri: Option<String>,
+    /// Where the web app's login sends browsers, and where the proxy trades the code.
+    endpoints: Option<Endpoints>,
     keys: Vec<Key>,
     loaded: bool,
+}
+
+/// The provider's endpoints of the authorization-code flow (discovery's
+/// `authorization_endpoint` and `token_endpoint`).
+#[derive(Clone)]
+pub(crate) struct Endpoints {
+    pub(crate) authorization: String,
+    pub(crate) token: String,
 }
 
 struct Key {
@@ -126,6 +136,8 @@ struct Key {
 struct Discovery {
     issuer: String,
     jwks_uri: String,
+    authorization_endpoint: Option<String>,
+    token_endpoint: Option<String>,
 }
 
 impl Oidc {
@@ -223,6 +235,78 @@ impl Oidc {
         throttle_keys: &mut Vec<String>,
     ) -> Result<(HeaderValue, String, Option<u64>), BearerError> {
         let inner = &self.inner;
+        let claims = self.claims(token, inner.audience.as_deref()).await?;
+        let identity = self.identity(&claims, throttle_keys).await?;
+        let signed = inner.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
+        let signed = HeaderValue::from_str(&signed)
+            .map_err(|_| BearerError::Unavailable("identity token encoding".into()))?;
+        let exp = claims.get("exp").and_then(serde_json::Value::as_u64);
+        Ok((signed, identity.id, exp))
+    }
+
+    /// The identity of the user an ID token from the web app's login names (OpenID Connect
+    /// Core §3.1.3.7: signed by the provider, `aud` holding `client_id`, `nonce` the one the
+    /// login sent), under the login throttle like every other way of logging in.
+    pub(crate) async fn login(
+        &self,
+        id_token: &str,
+        client_id: &str,
+        nonce: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Identity, BearerError> {
+        let inner = &self.inner;
+        let mut throttle_keys: Vec<String> =
+            peer.map(|ip| format!("addr:{ip}")).into_iter().collect();
+        if let Some(wait) = inner.throttle.blocked(&throttle_keys) {
+            return Err(BearerError::Throttled(wait));
+        }
+        let verified = async {
+            let claims = self.claims(id_token, Some(client_id)).await?;
+            let said = claims.get("nonce").and_then(serde_json::Value::as_str);
+            if said != Some(nonce) {
+                return Err(BearerError::Invalid(
+                    "the ID token's nonce is not the login's".into(),
+                ));
+            }
+            self.identity(&claims, &mut throttle_keys).await
+        }
+        .await;
+        if let Err(BearerError::Invalid(_)) = &verified {
+            inner.throttle.failed(&throttle_keys);
+        }
+        verified
+    }
+
+    /// The provider's login endpoints, loading discovery first if the start-up fetch has not
+    /// landed yet. `None`: the provider names none (it cannot log browsers in).
+    pub(crate) async fn endpoints(&self) -> Result<Option<Endpoints>, BearerError> {
+        let loaded = || {
+            let keys = self
+                .inner
+                .keys
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            keys.loaded.then(|| keys.endpoints.clone())
+        };
+        if let Some(endpoints) = loaded() {
+            return Ok(endpoints);
+        }
+        self.inner.refetch_for_unknown_key().await?;
+        Ok(loaded().flatten())
+    }
+
+    /// The HTTP client the provider is asked with (bounded connect and total timeouts).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// The claims of a token the provider signed for `audience` (any audience when `None`).
+    async fn claims(
+        &self,
+        token: &str,
+        audience: Option<&str>,
+    ) -> Result<HashMap<String, serde_json::Value>, BearerError> {
+        let inner = &self.inner;
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| BearerError::Invalid(format!("malformed token: {e}")))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
@@ -245,7 +329,7 @@ impl Oidc {
         validation.leeway = LEEWAY;
         validation.validate_nbf = true;
         validation.set_issuer(&[issuer]);
-        match &inner.audience {
+        match audience {
             Some(aud) => {
                 validation.set_audience(&[aud]);
                 validation.set_required_spec_claims(&["exp", "iss", "aud"]);
@@ -255,10 +339,19 @@ impl Oidc {
                 validation.set_required_spec_claims(&["exp", "iss"]);
             }
         }
-        let claims =
-            jsonwebtoken::decode::<HashMap<String, serde_json::Value>>(token, &key, &validation)
-                .map_err(|e| BearerError::Invalid(format!("token refused: {e}")))?
-                .claims;
+        jsonwebtoken::decode::<HashMap<String, serde_json::Value>>(token, &key, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| BearerError::Invalid(format!("token refused: {e}")))
+    }
+
+    /// The arca user verified `claims` name (created first when provisioning is on). Once
+    /// known, the user's throttle key joins `throttle_keys`.
+    async fn identity(
+        &self,
+        claims: &HashMap<String, serde_json::Value>,
+        throttle_keys: &mut Vec<String>,
+    ) -> Result<Identity, BearerError> {
+        let inner = &self.inner;
         let text = |name: &str| {
             claims
                 .get(name)
@@ -284,19 +377,14 @@ impl Oidc {
             .run(username.clone(), || inner.user(&username, &name, &email))
             .await;
         let user = user?;
-        let identity = Identity {
+        Ok(Identity {
             id: user.id,
             username: user.username,
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
             login: Some(Login::Oidc),
-        };
-        let signed = inner.signer.sign_identity(&identity, TOKEN_TTL + CACHE_TTL);
-        let signed = HeaderValue::from_str(&signed)
-            .map_err(|_| BearerError::Unavailable("identity token encoding".into()))?;
-        let exp = claims.get("exp").and_then(serde_json::Value::as_u64);
-        Ok((signed, identity.id, exp))
+        })
     }
 }
 
@@ -370,9 +458,13 @@ impl Inner {
     async fn load_keys(&self) -> Result<usize, FetchError> {
         let known = {
             let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
-            keys.issuer.clone().zip(keys.jwks_uri.clone())
+            let endpoints = keys.endpoints.clone();
+            keys.issuer
+                .clone()
+                .zip(keys.jwks_uri.clone())
+                .map(|(issuer, jwks)| (issuer, jwks, endpoints))
         };
-        let (issuer, jwks_uri) = match known {
+        let (issuer, jwks_uri, endpoints) = match known {
             Some(known) => known,
             None => {
                 let url = format!(
@@ -388,7 +480,14 @@ impl Inner {
                         configured: self.issuer.clone(),
                     });
                 }
-                (discovery.issuer, discovery.jwks_uri)
+                let endpoints = discovery
+                    .authorization_endpoint
+                    .zip(discovery.token_endpoint)
+                    .map(|(authorization, token)| Endpoints {
+                        authorization,
+                        token,
+                    });
+                (discovery.issuer, discovery.jwks_uri, endpoints)
             }
         };
         let set: JwkSet = self.get_json(&jwks_uri).await?;
@@ -431,6 +530,7 @@ impl Inner {
         *current = Keys {
             issuer: Some(issuer),
             jwks_uri: Some(jwks_uri),
+            endpoints,
             keys,
             loaded: true,
         };

@@ -80,7 +80,7 @@ impl SessionCookie {
     }
 }
 
-fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+pub(crate) fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -121,16 +121,38 @@ pub(crate) struct Sessions {
     ttl: Duration,
     /// The public listener speaks TLS: the cookie is `Secure`.
     secure: bool,
+    /// The provider the login page offers ("Log in with NAME"), when OIDC logins are on.
+    provider: Option<String>,
 }
 
 impl Sessions {
-    pub(crate) fn new(users: Channel, signer: TokenSigner, ttl: Duration, secure: bool) -> Self {
+    pub(crate) fn new(
+        users: Channel,
+        signer: TokenSigner,
+        ttl: Duration,
+        secure: bool,
+        provider: Option<String>,
+    ) -> Self {
         Self {
             users,
             signer,
             ttl,
             secure,
+            provider,
         }
+    }
+
+    /// 401 to a browser with no session: and how it may log in besides the form.
+    fn not_logged_in(&self) -> Response {
+        let oidc = self
+            .provider
+            .as_ref()
+            .map(|name| json!({ "name": name, "url": arca_proto::routes::SESSION_OIDC }));
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({ "error": "not logged in", "oidc": oidc })),
+        )
+            .into_response()
     }
 
     fn csrf(&self, secret: &str) -> String {
@@ -199,8 +221,24 @@ impl Sessions {
             admin: user.admin,
             login: Some(Login::Password),
         };
+        match self.open(&identity).await {
+            Ok((set_cookie, body)) => {
+                let mut resp = (StatusCode::OK, axum::Json(body)).into_response();
+                resp.headers_mut().insert(header::SET_COOKIE, set_cookie);
+                resp
+            }
+            Err(resp) => resp,
+        }
+    }
+
+    /// Opens a session for `identity`, whose login was just checked: the session cookie to
+    /// set and what the app is told (who, and the CSRF token).
+    pub(crate) async fn open(
+        &self,
+        identity: &Identity,
+    ) -> Result<(HeaderValue, serde_json::Value), Response> {
         let request = self.call(
-            &identity,
+            identity,
             CreateAppTokenRequest {
                 label: LABEL.to_owned(),
                 expires_in: self.ttl.as_secs().max(1),
@@ -211,10 +249,10 @@ impl Sessions {
             .await;
         let secret = match created {
             Ok(r) => r.into_inner().secret,
-            Err(status) => return unavailable(&status),
+            Err(status) => return Err(unavailable(&status)),
         };
         let cookie = SessionCookie {
-            username: user.username.clone(),
+            username: identity.username.clone(),
             secret,
         };
         let expires = SystemTime::now()
@@ -222,37 +260,37 @@ impl Sessions {
             .unwrap_or_default()
             .as_secs()
             + self.ttl.as_secs();
-        let mut resp = (
-            StatusCode::OK,
-            axum::Json(json!({
-                "user": user.username,
-                "displayName": user.display_name,
-                "admin": user.admin,
-                "csrf": self.csrf(&cookie.secret),
-                "expires": expires,
-            })),
-        )
-            .into_response();
+        let body = json!({
+            "user": identity.username,
+            "displayName": identity.display_name,
+            "admin": identity.admin,
+            "csrf": self.csrf(&cookie.secret),
+            "expires": expires,
+        });
         let set = format!(
             "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
             cookie.value(),
             self.ttl.as_secs().max(1),
             if self.secure { "; Secure" } else { "" }
         );
-        if let Ok(v) = HeaderValue::from_str(&set) {
-            resp.headers_mut().insert(header::SET_COOKIE, v);
-        }
-        resp
+        let set = HeaderValue::from_str(&set).map_err(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the session cookie could not be made",
+            )
+        })?;
+        Ok((set, body))
     }
 
     /// Who the cookie's session belongs to, and its CSRF token (the app asks on every load:
     /// the cookie itself is out of a script's reach).
     async fn current(&self, auth: &Authenticator, headers: &HeaderMap) -> Response {
         let Some(cookie) = SessionCookie::from_headers(headers) else {
-            return error(StatusCode::UNAUTHORIZED, "not logged in");
+            return self.not_logged_in();
         };
         let identity = match self.identity(auth, &cookie).await {
             Ok(identity) => identity,
+            Err(AuthError::Missing | AuthError::Invalid) => return self.not_logged_in(),
             Err(e) => return refusal(e),
         };
         axum::Json(json!({
@@ -367,7 +405,7 @@ fn check_csrf(
 }
 
 /// A JSON error the app shows as it is: `{"error": message}`.
-fn error(status: StatusCode, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({ "error": message }))).into_response()
 }
 
@@ -411,7 +449,7 @@ fn unavailable(status: &tonic::Status) -> Response {
 
 /// Equality that takes the same time wherever the inputs differ (a CSRF token compared byte
 /// by byte with an early exit would leak its prefix to a patient attacker).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

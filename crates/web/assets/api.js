@@ -112,10 +112,17 @@ export async function login(user, password) {
   return session.current;
 }
 
-/** The session the cookie stands for, if any. */
+/** How one may log in besides the form: `{name, url}` of the OIDC provider, null for none,
+ * undefined until a 401 of the session endpoint said. */
+export const provider = { current: undefined };
+
+/** The session the cookie stands for, if any (and, without one, the provider offered). */
 export async function whoami() {
   const resp = await request("GET", SESSION);
-  if (resp.status === 401) return null;
+  if (resp.status === 401) {
+    provider.current = (await resp.json().catch(() => ({}))).oidc ?? null;
+    return null;
+  }
   if (!resp.ok) throw await failure(resp, "Cannot reach the server");
   session.current = await resp.json();
   return session.current;

@@ -46,8 +46,39 @@ function showLogin(message) {
   $("who").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
+  showProvider();
+  // Not known yet when this page began logged in: the session endpoint tells, without one.
+  if (api.provider.current === undefined) api.whoami().then(showProvider, () => {});
   showLoginError(message);
   $("login-user").focus();
+}
+
+/** "Log in with …" when an OIDC provider is configured. */
+function showProvider() {
+  const oidc = api.provider.current;
+  $("login-oidc").hidden = !oidc;
+  if (oidc) {
+    $("login-oidc-link").textContent = `Log in with ${oidc.name}`;
+    $("login-oidc-link").href = oidc.url;
+  }
+}
+
+/** What the provider's login came back with (`/?login=WORD`, set by the proxy): a fixed
+ * message per word, so no text from a URL is ever shown. */
+const OIDC_OUTCOMES = {
+  denied: "The sign-in was cancelled at the identity provider.",
+  expired: "The sign-in took too long: try again.",
+  failed: "The sign-in could not be completed: try again.",
+  unavailable: "The identity provider cannot be reached: try again later.",
+  throttled: "Too many failed logins: try again later.",
+  refused: "This account may not use arca: ask your administrator.",
+};
+
+function oidcOutcome() {
+  const word = new URLSearchParams(location.search).get("login");
+  if (word === null) return "";
+  history.replaceState(null, "", "/" + location.hash);
+  return Object.hasOwn(OIDC_OUTCOMES, word) ? OIDC_OUTCOMES[word] : OIDC_OUTCOMES.failed;
 }
 
 function showLoginError(message) {
@@ -672,10 +703,11 @@ function wire() {
 
 async function start() {
   wire();
+  const outcome = oidcOutcome();
   try {
     const me = await api.whoami();
     if (me) enter();
-    else showLogin("");
+    else showLogin(outcome);
   } catch (e) {
     showLogin(e.message);
   }
