@@ -174,6 +174,126 @@ async fn a_changed_password_is_refused_on_the_very_next_request() -> anyhow::Res
     Ok(())
 }
 
+/// A web session (or a provider's token) is not the person: setting one's own password from
+/// one takes the current password (`POST /graph/v1.0/me/changePassword`, oCIS's call), and
+/// wrong ones are throttled per user. HTTP Basic with the password proved it already; an
+/// admin sets another's without it.
+#[tokio::test]
+async fn setting_ones_own_password_takes_the_current_one() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server =
+        InProcess::ready(&dir, ADMIN_PASSWORD, &[("proxy.auth.max_failures", "3")]).await?;
+    let public = server.public.as_str();
+    let alice = create_user(public, "alice", "alice-1").await?;
+
+    // A session of alice's, as the web app holds one.
+    let login = json!({"user": "alice", "password": "alice-1"}).to_string();
+    let r = send(
+        public,
+        "POST",
+        "/api/v1/session",
+        &[("content-type", "application/json")],
+        login,
+    )
+    .await?;
+    anyhow::ensure!(r.status == 200, "login: {} {}", r.status, r.text());
+    let cookie = r
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next())
+        .context("no session cookie")?
+        .to_owned();
+    let csrf = r.json()?["csrf"].as_str().context("no csrf")?.to_owned();
+    let by_session = |method: &'static str, path: String, body: Value| {
+        let (cookie, csrf) = (cookie.clone(), csrf.clone());
+        async move {
+            let headers = [
+                ("cookie", cookie.as_str()),
+                ("x-csrf-token", csrf.as_str()),
+                ("x-requested-with", "XMLHttpRequest"),
+                ("content-type", "application/json"),
+            ];
+            send(public, method, &path, &headers, body.to_string()).await
+        }
+    };
+    let change = "/graph/v1.0/me/changePassword".to_owned();
+
+    // The user PATCH from a session: refused, pointing to the call that asks.
+    let patch = json!({"passwordProfile": {"password": "stolen"}});
+    let r = by_session("PATCH", format!("/graph/v1.0/users/{alice}"), patch).await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        r.text().contains("/graph/v1.0/me/changePassword"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(me(public, ("alice", "stolen")).await, 401);
+
+    // Bad requests say what is wrong.
+    for (body, says) in [
+        (json!({"newPassword": "alice-2"}), "currentPassword"),
+        (
+            json!({"currentPassword": "alice-1", "newPassword": ""}),
+            "newPassword is required",
+        ),
+        (
+            json!({"currentPassword": "alice-1", "newPassword": "alice-1"}),
+            "is the current one",
+        ),
+    ] {
+        let r = by_session("POST", change.clone(), body).await?;
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains(says), "{says}: {}", r.text());
+    }
+
+    // A wrong current password: 400, nothing changed.
+    let wrong = json!({"currentPassword": "guess", "newPassword": "alice-2"});
+    let r = by_session("POST", change.clone(), wrong.clone()).await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("the current password is wrong"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(me(public, ("alice", "alice-1")).await, 200);
+
+    // The right one: 204, the old password dead at once, the new one live.
+    let right = json!({"currentPassword": "alice-1", "newPassword": "alice-2"});
+    let r = by_session("POST", change.clone(), right).await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(me(public, ("alice", "alice-1")).await, 401);
+    assert_eq!(me(public, ("alice", "alice-2")).await, 200);
+
+    // Over Basic with the password, the same call asks for it too.
+    let body = json!({"currentPassword": "alice-2", "newPassword": "alice-3"}).to_string();
+    assert_eq!(
+        status(public, "POST", &change, ("alice", "alice-2"), &body).await,
+        204
+    );
+    assert_eq!(me(public, ("alice", "alice-3")).await, 200);
+
+    // Guessing from the session: after max_failures wrong ones, 429 with Retry-After, even
+    // for the right password, until the window moves on.
+    for _ in 0..2 {
+        let r = by_session("POST", change.clone(), wrong.clone()).await?;
+        assert_eq!(r.status, 400, "{}", r.text());
+    }
+    let right = json!({"currentPassword": "alice-3", "newPassword": "alice-4"});
+    let r = by_session("POST", change.clone(), right).await?;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.header("retry-after")
+            .is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1))
+    );
+    assert_eq!(me(public, ("alice", "alice-3")).await, 200);
+
+    // An admin sets another's password without it.
+    let set = json!({"passwordProfile": {"password": "alice-5"}}).to_string();
+    let path = format!("/graph/v1.0/users/{alice}");
+    assert_eq!(status(public, "PATCH", &path, admin(), &set).await, 200);
+    assert_eq!(me(public, ("alice", "alice-5")).await, 200);
+    Ok(())
+}
+
 /// An app token is a sync client's credential, which may leak with its device: it may not set
 /// a password (the account would be taken over), the user's own or, for an admin, another's.
 #[tokio::test]

@@ -360,14 +360,23 @@ with sync_playwright() as pw:
     page.click("#view-files")
     expect(row(page, "greeting.txt")).to_have_count(1)
 
-    step("account: change the password (mistyped first), log in with the new one, change it back")
+    step("account: change the password (mistyped, then a wrong current one), log in with the new one, change it back")
     page.click("#view-tokens")
+    page.fill("#password-current", PASSWORD)
     page.fill("#password-new", "web-secret-2")
     page.fill("#password-repeat", "web-secret-3")
     page.locator("#password-form button[type=submit]").click()
     expect(page.locator("#status")).to_have_text("The two passwords differ.")
     files_root = f"/remote.php/dav/files/{USER}/"
-    for new in ["web-secret-2", PASSWORD]:
+    page.fill("#password-current", "not-my-password")
+    page.fill("#password-repeat", "web-secret-2")
+    page.locator("#password-form button[type=submit]").click()
+    expect(page.locator("#status")).to_have_text("the current password is wrong")
+    expect(page.locator("#password-current")).to_have_value("")
+    status, _, _ = http("PROPFIND", files_root, {"Authorization": kit.BASIC, "Depth": "0"})
+    check(status == 207, f"a wrong current password changed the password: {status}")
+    for current, new in [(PASSWORD, "web-secret-2"), ("web-secret-2", PASSWORD)]:
+        page.fill("#password-current", current)
         page.fill("#password-new", new)
         page.fill("#password-repeat", new)
         page.locator("#password-form button[type=submit]").click()

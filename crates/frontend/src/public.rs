@@ -37,8 +37,6 @@ use arca_proto::headers::CLIENT_ADDR as CLIENT_ADDR_HEADER;
 /// The request header the link page sends the link's access token in.
 const ACCESS_HEADER: &str = "x-link-access";
 
-/// `arca_sharing::RETRY_AFTER`: how long a throttled client waits.
-const RETRY_AFTER_METADATA: &str = "arca-retry-after";
 // Upload-only links lack the read bit.
 use arca_proto::sharing::perm::READ;
 
@@ -214,16 +212,10 @@ fn refusal(s: tonic::Status, script: bool) -> Response {
             }
             resp
         }
-        ErrorKind::Unavailable if s.metadata().contains_key(RETRY_AFTER_METADATA) => {
+        ErrorKind::Unavailable if let Some(secs) = arca_proto::retry_after(&s) => {
             let mut resp = dav_error(StatusCode::TOO_MANY_REQUESTS, s.message(), None);
-            if let Some(v) = s
-                .metadata()
-                .get(RETRY_AFTER_METADATA)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| HeaderValue::from_str(v).ok())
-            {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
             resp
         }
         _ => grpc_error(s),

@@ -42,6 +42,27 @@ const KINDS: [(ErrorKind, &str); 12] = [
 ];
 
 const METADATA_KEY: &str = "arca-error";
+/// On a [`throttled`] refusal: the seconds the client waits (the frontend answers 429 with
+/// `Retry-After`).
+const RETRY_AFTER_KEY: &str = "arca-retry-after";
+
+/// The refusal of a caller who failed too often (wrong passwords, guessed tokens): `what`
+/// ("too many wrong guesses") and how long to wait, which the frontend turns into 429.
+pub fn throttled(what: &str, wait: std::time::Duration) -> Status {
+    let secs = wait.as_secs().max(1);
+    let mut status = ErrorKind::Unavailable.status(format!("{what}, retry in {secs}s"));
+    status.metadata_mut().insert(RETRY_AFTER_KEY, secs.into());
+    status
+}
+
+/// The seconds a [`throttled`] refusal says to wait; `None` for any other status.
+pub fn retry_after(status: &Status) -> Option<u64> {
+    status
+        .metadata()
+        .get(RETRY_AFTER_KEY)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
 
 impl ErrorKind {
     pub fn as_str(self) -> &'static str {

@@ -31,8 +31,6 @@ const LINK_ACCESS_PURPOSE: &str = "link-access";
 const LINK_PASSWORD_PURPOSE: &str = "link-password";
 /// The sharing service's own identity token, minted per call.
 const SERVICE_TTL: Duration = Duration::from_secs(60);
-/// Metadata telling the frontend how long a throttled client must wait (it answers 429).
-pub const RETRY_AFTER: &str = "arca-retry-after";
 
 use arca_proto::sharing::share_state::{ACCEPTED, DECLINED, PENDING};
 
@@ -752,15 +750,9 @@ impl Sharing for SharingApi {
         // opens whatever the address did before, so one client's bad guesses elsewhere do not
         // lock it out of links it was given.
         let throttled = || {
-            self.throttle.blocked(&keys).map(|wait| {
-                let secs = wait.as_secs().max(1);
-                let mut status = ErrorKind::Unavailable
-                    .status(format!("too many wrong guesses, retry in {secs}s"));
-                if let Ok(v) = secs.to_string().parse() {
-                    status.metadata_mut().insert(RETRY_AFTER, v);
-                }
-                status
-            })
+            self.throttle
+                .blocked(&keys)
+                .map(|wait| arca_proto::throttled("too many wrong guesses", wait))
         };
         let not_found = || ErrorKind::NotFound.status("no such link");
         let found = if q.token.is_empty() {

@@ -19,8 +19,6 @@ use arca_proto::v1::sharing_server::SharingServer;
 use arca_runtime::events::Outbox;
 use arca_runtime::{BoxFuture, Context, Service, ServiceError};
 
-pub use api::RETRY_AFTER;
-
 /// Events waiting for the bus (while NATS is away) before new ones are dropped.
 const OUTBOX_CAPACITY: usize = 10_000;
 

@@ -41,6 +41,11 @@ impl Service for StorageSystem {
                 decoy: arca_runtime::password::Decoy::new().await?,
                 feed,
                 signer: ctx.signer().clone(),
+                // The proxy's login throttle, counted per user here.
+                password_checks: arca_runtime::Throttle::new(
+                    ctx.config().proxy.auth.max_failures,
+                    ctx.config().proxy.auth.window,
+                ),
             };
             let router = tonic::service::Routes::new(UsersServer::new(api))
                 // Share records for the sharing service (see `shares`).

@@ -28,6 +28,9 @@ pub(crate) struct UsersApi {
     pub(crate) decoy: arca_runtime::password::Decoy,
     pub(crate) feed: Feed,
     pub(crate) signer: TokenSigner,
+    /// Wrong current passwords given to change one's own, per user: a session left open
+    /// on a shared computer must not become a way to guess the password.
+    pub(crate) password_checks: arca_runtime::Throttle,
 }
 
 /// The store's one mapping, in words that name what was missing or taken.
@@ -122,6 +125,34 @@ struct WatchClaims {
 }
 
 impl UsersApi {
+    /// That `given` is the password of user `id` now, under [`Self::password_checks`].
+    async fn check_current_password(&self, id: &str, given: String) -> Result<(), Status> {
+        let keys = [format!("password-change:{id}")];
+        if let Some(wait) = self.password_checks.blocked(&keys) {
+            return Err(arca_proto::throttled(
+                "too many wrong current passwords",
+                wait,
+            ));
+        }
+        let user = self.store.user(id).await.map_err(status)?;
+        if user.password_hash == NO_PASSWORD {
+            return Err(ErrorKind::InvalidArgument.status(
+                "this account has no password here: it logs in through its identity provider",
+            ));
+        }
+        if given.is_empty() {
+            return Err(ErrorKind::PermissionDenied.status(
+                "setting your own password needs your current one: POST \
+                 /graph/v1.0/me/changePassword with currentPassword and newPassword",
+            ));
+        }
+        if !self.decoy.verify(given, Some(&user.password_hash)).await {
+            self.password_checks.failed(&keys);
+            return Err(ErrorKind::InvalidArgument.status("the current password is wrong"));
+        }
+        Ok(())
+    }
+
     fn check_watch_token(&self, token: &str) -> Result<(), Status> {
         self.signer
             .verify::<WatchClaims>(WATCH_PURPOSE, token)
@@ -251,6 +282,12 @@ impl Users for UsersApi {
             return Err(ErrorKind::PermissionDenied.status(
                 "app tokens cannot change passwords: log in with your password or your identity provider",
             ));
+        }
+        // Setting one's own password takes the current one, unless this very request proved
+        // it (HTTP Basic with the password): a session or a provider's token is not the person.
+        if !r.password.is_empty() && who.id == r.id && who.login != Some(Login::Password) {
+            self.check_current_password(&r.id, r.current_password)
+                .await?;
         }
         let hash = if r.password.is_empty() {
             None

@@ -55,7 +55,9 @@ export async function failure(resp, fallback) {
   let line = text.trim().split("\n")[0];
   if (line.startsWith("{")) {
     try {
-      line = JSON.parse(text).error || "";
+      // arca's own `{"error": "…"}`, or Graph's `{"error": {"code", "message"}}`.
+      const error = JSON.parse(text).error;
+      line = (typeof error === "string" ? error : error?.message) || "";
     } catch {
       line = "";
     }
@@ -92,11 +94,12 @@ export async function revokeAppToken(id) {
   if (!resp.ok) throw await failure(resp, "Cannot revoke the app password");
 }
 
-/** Sets the logged-in user's password (Graph's user PATCH; a session may, an app token not). */
-export async function changePassword(password) {
-  const resp = await request("PATCH", `/graph/v1.0/users/${encodeURIComponent(session.current.user)}`, {
+/** Sets the logged-in user's password, given the current one (oCIS's Graph call; a session
+ * may, an app token not). */
+export async function changePassword(currentPassword, newPassword) {
+  const resp = await request("POST", "/graph/v1.0/me/changePassword", {
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ passwordProfile: { password } }),
+    body: JSON.stringify({ currentPassword, newPassword }),
   });
   if (!resp.ok) throw await failure(resp, "Cannot change the password");
 }

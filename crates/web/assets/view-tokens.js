@@ -80,15 +80,22 @@ async function revokeToken(t) {
 
 async function onChangePassword(event) {
   event.preventDefault();
+  const current = $("password-current").value;
   const [first, second] = [$("password-new").value, $("password-repeat").value];
   if (!first) return;
+  if (!current) return announce("Enter your current password.", "error");
   if (first !== second) return announce("The two passwords differ.", "error");
   try {
-    await api.changePassword(first);
+    await api.changePassword(current, first);
     announce("Password changed.");
   } catch (e) {
-    announce(e.message, "error");
+    if (e.status === 429) announce(`Too many wrong passwords: try again in ${e.retryAfter ?? "a few"} s.`, "error");
+    else announce(e.message, "error");
+    // The current password is asked again; what was typed as the new one stays.
+    $("password-current").value = "";
+    return;
   }
+  $("password-current").value = "";
   $("password-new").value = "";
   $("password-repeat").value = "";
 }

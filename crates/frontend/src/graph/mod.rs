@@ -40,6 +40,16 @@ pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
 /// A failed call in libregraph's shape, with the shared mapping's status except for a taken
 /// name.
 pub(crate) fn grpc_error(s: tonic::Status) -> Response {
+    if let Some(secs) = arca_proto::retry_after(&s) {
+        let mut resp = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "tooManyRequests",
+            s.message(),
+        );
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        return resp;
+    }
     let failure = Failure::of(&s);
     let code = match failure.kind {
         ErrorKind::NotFound => "itemNotFound",

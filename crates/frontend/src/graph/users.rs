@@ -14,7 +14,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -24,6 +24,7 @@ use super::{error, grpc_error, parse, user_json};
 pub(super) fn routes(gateway: Channel) -> axum::Router {
     axum::Router::new()
         .route("/graph/v1.0/me", get(me))
+        .route("/graph/v1.0/me/changePassword", post(change_password))
         .route("/graph/v1.0/users", get(list).post(create))
         .route(
             "/graph/v1.0/users/{id}",
@@ -51,6 +52,43 @@ async fn me(State(gw): State<Channel>, Caller(who): Caller, RawQuery(query): Raw
             }
             Json(body).into_response()
         }
+        Err(s) => grpc_error(s),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PasswordChange {
+    current_password: String,
+    new_password: String,
+}
+
+/// `POST /graph/v1.0/me/changePassword` (oCIS's): one's own password, given the current one.
+async fn change_password(State(gw): State<Channel>, Caller(who): Caller, body: Bytes) -> Response {
+    let change: PasswordChange = match parse(&body) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let refuse = |message| error(StatusCode::BAD_REQUEST, "invalidRequest", message);
+    if change.current_password.is_empty() {
+        return refuse("currentPassword is required");
+    }
+    if change.new_password.is_empty() {
+        return refuse("newPassword is required");
+    }
+    if change.new_password == change.current_password {
+        return refuse("the new password is the current one");
+    }
+    match UsersClient::new(gw)
+        .update_user(UpdateUserRequest {
+            id: who.id.clone(),
+            password: change.new_password,
+            current_password: change.current_password,
+            ..Default::default()
+        })
+        .await
+    {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(s) => grpc_error(s),
     }
 }
@@ -176,6 +214,9 @@ async fn update(
                 .password_profile
                 .map(|p| p.password)
                 .unwrap_or_default(),
+            // One's own password goes through /me/changePassword (storage-system says so),
+            // unless this request's Basic login proved the current one.
+            current_password: String::new(),
         })
         .await
     {
