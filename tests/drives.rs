@@ -221,7 +221,11 @@ async fn project_drive_lifecycle() -> anyhow::Result<()> {
     assert_eq!(created["quota"]["total"], 1000);
     assert_eq!(created["quota"]["used"], 0);
     assert_eq!(created["quota"]["remaining"], 1000);
-    assert_eq!(created["root"]["permissions"][0]["roles"][0], "manager");
+    // Its creator is its manager (oCIS's Manager role id).
+    assert_eq!(
+        created["root"]["permissions"][0]["roles"][0],
+        "312c0871-5ef7-4b3a-85b6-0e4074c64049"
+    );
     let id = created["id"].as_str().context("id")?.to_owned();
     let path = dav_path(&created, a)?;
     let url = format!("/graph/v1.0/drives/{id}");
@@ -348,19 +352,51 @@ async fn project_drive_lifecycle() -> anyhow::Result<()> {
         assert_eq!(r.status, 404, "bob {method} {target}: {}", r.text());
     }
 
-    // Deleted: gone from Graph and from WebDAV.
-    expect(&send(a, "DELETE", &url, &[ADMIN], "").await?, 204, "delete")?;
+    // DELETE disables it: gone from WebDAV, shown to its manager as trashed; a purge waits
+    // for that, and `Restore: T` brings it back as it was.
+    const PURGE: (&str, &str) = ("purge", "T");
+    let r = send(a, "DELETE", &url, &[ADMIN, PURGE], "").await?;
+    expect(&r, 400, "purge in use")?;
+    assert!(r.text().contains("disable it first"), "{}", r.text());
+    expect(
+        &send(a, "DELETE", &url, &[ADMIN], "").await?,
+        204,
+        "disable",
+    )?;
+    let disabled = expect(&send(a, "GET", &url, &[ADMIN], "").await?, 200, "read")?;
+    assert_eq!(disabled["root"]["deleted"]["state"], "trashed");
+    let r = propfind(a, &format!("{path}/"), ADMIN).await?;
+    assert_eq!(r.status, 404, "{}", r.text());
+    let restored = expect(
+        &send(a, "PATCH", &url, &[ADMIN, ("restore", "T")], "").await?,
+        200,
+        "restore",
+    )?;
+    assert!(restored["root"].get("deleted").is_none(), "{restored}");
+    let back = send(a, "GET", &format!("{path}/a.bin"), &[ADMIN], "").await?;
+    assert_eq!(back.status, 200, "{}", back.text());
+    assert_eq!(back.body, vec![b'x'; 600]);
+    expect(
+        &send(a, "DELETE", &url, &[ADMIN], "").await?,
+        204,
+        "disable",
+    )?;
+    expect(
+        &send(a, "DELETE", &url, &[ADMIN, PURGE], "").await?,
+        204,
+        "purge",
+    )?;
     expect(
         &send(a, "GET", &url, &[ADMIN], "").await?,
         404,
-        "read deleted",
+        "read purged",
     )?;
     let r = propfind(a, &format!("{path}/"), ADMIN).await?;
     assert_eq!(r.status, 404, "{}", r.text());
     expect(
-        &send(a, "DELETE", &url, &[ADMIN], "").await?,
+        &send(a, "DELETE", &url, &[ADMIN, PURGE], "").await?,
         404,
-        "delete twice",
+        "purge twice",
     )?;
     let mine = drives(&expect(
         &send(a, "GET", "/graph/v1.0/me/drives", &[ADMIN], "").await?,
@@ -382,5 +418,459 @@ async fn project_drive_lifecycle() -> anyhow::Result<()> {
         let r = send(a, "GET", &format!("/graph/v1.0/drives/{bad}"), &[ADMIN], "").await?;
         assert_eq!(r.status, 404, "{bad}: {}", r.text());
     }
+    Ok(())
+}
+
+/// `user:user-pass` as a Basic authorization header.
+fn basic_of(user: &str) -> String {
+    arca_tests::basic(user, &format!("{user}-pass"))
+}
+
+/// Creates user `name` (password `{name}-pass`): their id.
+async fn user(a: &str, name: &str) -> anyhow::Result<String> {
+    let body = serde_json::json!({
+        "onPremisesSamAccountName": name,
+        "displayName": format!("{name} D."),
+        "passwordProfile": {"password": format!("{name}-pass")},
+    })
+    .to_string();
+    let r = send(a, "POST", "/graph/v1.0/users", &[ADMIN, JSON], body).await?;
+    let created = expect(&r, 201, "create user")?;
+    Ok(created["id"].as_str().context("user id")?.to_owned())
+}
+
+/// One keep-alive HTTP/1.1 connection: requests on it reuse the same socket.
+struct Connection {
+    addr: String,
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+}
+
+impl Connection {
+    async fn open(addr: &str) -> anyhow::Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        Ok(Self {
+            addr: addr.to_owned(),
+            sender,
+        })
+    }
+
+    /// The status of `method path` as `auth`, on this connection.
+    async fn status(&mut self, method: &str, path: &str, auth: &str) -> anyhow::Result<u16> {
+        use http_body_util::BodyExt as _;
+        let exchange = async {
+            self.sender.ready().await?;
+            let req = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(hyper::header::HOST, &self.addr)
+                .header(hyper::header::AUTHORIZATION, auth)
+                .header("depth", "0")
+                .body(http_body_util::Full::new(bytes::Bytes::new()))?;
+            let resp = self.sender.send_request(req).await?;
+            let status = resp.status().as_u16();
+            resp.into_body().collect().await?;
+            anyhow::Ok(status)
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), exchange)
+            .await
+            .context("no answer within 30 s")?
+    }
+}
+
+/// A project drive's members: users and groups with oCIS's roles, managed over Graph
+/// (`root/permissions`, `root/invite`), each role checked on every method, changes taking
+/// effect on the next request of an open connection, the last manager kept, a disabled drive
+/// gone for its members at once.
+#[tokio::test]
+async fn project_drive_members_and_their_roles() -> anyhow::Result<()> {
+    const MANAGER: &str = "312c0871-5ef7-4b3a-85b6-0e4074c64049";
+    const EDITOR: &str = "58c63c02-1d89-4572-916a-870abc5a1b7d";
+    const VIEWER: &str = "a8d5fe5e-96e3-418d-825b-534dbdf22b99";
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    let a = server.public.as_str();
+    let (vic, ed, gus, out) = (
+        user(a, "vic").await?,
+        user(a, "ed").await?,
+        user(a, "gus").await?,
+        user(a, "out").await?,
+    );
+    // gus is an editor through a group.
+    let team = expect(
+        &send(
+            a,
+            "POST",
+            "/graph/v1.0/groups",
+            &[ADMIN, JSON],
+            r#"{"displayName":"team"}"#,
+        )
+        .await?,
+        201,
+        "group",
+    )?;
+    let team = team["id"].as_str().context("group id")?.to_owned();
+    let member = format!(r#"{{"@odata.id":"http://x/graph/v1.0/users/{gus}"}}"#);
+    let r = send(
+        a,
+        "POST",
+        &format!("/graph/v1.0/groups/{team}/members/$ref"),
+        &[ADMIN, JSON],
+        member,
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+
+    let drive = expect(
+        &send(
+            a,
+            "POST",
+            "/graph/v1beta1/drives",
+            &[ADMIN, JSON],
+            r#"{"name":"Team"}"#,
+        )
+        .await?,
+        201,
+        "create",
+    )?;
+    let id = drive["id"].as_str().context("id")?.to_owned();
+    let root = dav_path(&drive, a)?;
+    let perms = format!("/graph/v1beta1/drives/{id}/root/permissions");
+    let listed = expect(
+        &send(a, "GET", &perms, &[ADMIN], "").await?,
+        200,
+        "permissions",
+    )?;
+    assert_eq!(
+        listed["value"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["value"][0]["roles"][0], MANAGER);
+    let allowed = listed["@libre.graph.permissions.roles.allowedValues"].to_string();
+    for role in [MANAGER, EDITOR, VIEWER] {
+        assert!(allowed.contains(role), "{allowed}");
+    }
+    let put = send(a, "PUT", &format!("{root}/plan.txt"), &[ADMIN], "v1").await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+
+    let invite = |objects: Vec<(&str, &str)>, role: &str| {
+        let recipients: Vec<Value> = objects
+            .iter()
+            .map(|(id, kind)| serde_json::json!({"objectId": id, "@libre.graph.recipient.type": kind}))
+            .collect();
+        serde_json::json!({"recipients": recipients, "roles": [role]}).to_string()
+    };
+    let url_invite = format!("/graph/v1beta1/drives/{id}/root/invite");
+    let added = expect(
+        &send(
+            a,
+            "POST",
+            &url_invite,
+            &[ADMIN, JSON],
+            invite(vec![(&vic, "user")], VIEWER),
+        )
+        .await?,
+        200,
+        "invite vic",
+    )?;
+    assert_eq!(added["value"][0]["id"], format!("u:{vic}"));
+    assert_eq!(
+        added["value"][0]["grantedToV2"]["user"]["displayName"],
+        "vic D."
+    );
+    let body = invite(vec![(&ed, "user"), (&team, "group")], EDITOR);
+    let added = expect(
+        &send(a, "POST", &url_invite, &[ADMIN, JSON], body).await?,
+        200,
+        "invite",
+    )?;
+    assert_eq!(added["value"][1]["id"], format!("g:{team}"));
+    assert_eq!(
+        added["value"][1]["grantedToV2"]["group"]["displayName"],
+        "team"
+    );
+    // Bad invitations say what is wrong.
+    for (body, says) in [
+        (invite(vec![(&vic, "user")], "nope"), "role"),
+        (invite(vec![("no-such-user", "user")], VIEWER), "no user"),
+        (invite(vec![], VIEWER), "recipients"),
+        (invite(vec![(&vic, "robot")], VIEWER), "user or group"),
+    ] {
+        let r = send(a, "POST", &url_invite, &[ADMIN, JSON], body).await?;
+        assert_eq!(r.status, 400, "{says}: {}", r.text());
+        assert!(r.text().contains(says), "{says}: {}", r.text());
+    }
+
+    // Each role on each method. Members list the drive; others do not see it.
+    let (vic_auth, ed_auth, gus_auth, out_auth) = (
+        basic_of("vic"),
+        basic_of("ed"),
+        basic_of("gus"),
+        basic_of("out"),
+    );
+    let status = |method: &'static str, path: String, auth: String, body: &'static str| async move {
+        let r = send(
+            a,
+            method,
+            &path,
+            &[("authorization", &auth), ("depth", "0")],
+            body,
+        )
+        .await?;
+        anyhow::Ok(r.status)
+    };
+    let file = format!("{root}/plan.txt");
+    assert_eq!(
+        status("GET", file.clone(), vic_auth.clone(), "").await?,
+        200
+    );
+    assert_eq!(
+        status("PROPFIND", format!("{root}/"), vic_auth.clone(), "").await?,
+        207
+    );
+    assert_eq!(
+        status("PUT", file.clone(), vic_auth.clone(), "vic").await?,
+        403
+    );
+    assert_eq!(
+        status("PUT", format!("{root}/v.txt"), vic_auth.clone(), "x").await?,
+        403
+    );
+    assert_eq!(
+        status("MKCOL", format!("{root}/vdir"), vic_auth.clone(), "").await?,
+        403
+    );
+    assert_eq!(
+        status("DELETE", file.clone(), vic_auth.clone(), "").await?,
+        403
+    );
+    for auth in [&ed_auth, &gus_auth] {
+        assert_eq!(
+            status("PUT", file.clone(), auth.clone(), "edited").await?,
+            204
+        );
+        assert_eq!(
+            status("MKCOL", format!("{root}/d"), auth.clone(), "").await?,
+            201
+        );
+        assert_eq!(
+            status("DELETE", format!("{root}/d"), auth.clone(), "").await?,
+            204
+        );
+    }
+    for auth in [&vic_auth, &ed_auth, &gus_auth] {
+        let r = send(
+            a,
+            "GET",
+            "/graph/v1.0/me/drives?$filter=driveType%20eq%20%27project%27",
+            &[("authorization", auth)],
+            "",
+        )
+        .await?;
+        let seen = expect(&r, 200, "member lists")?;
+        assert_eq!(drives(&seen).len(), 1, "{seen}");
+        assert_eq!(drives(&seen)[0]["id"], id.as_str());
+        // Members see the members; only managers change them or the drive.
+        expect(
+            &send(a, "GET", &perms, &[("authorization", auth)], "").await?,
+            200,
+            "members",
+        )?;
+        let r = send(
+            a,
+            "POST",
+            &url_invite,
+            &[("authorization", auth), JSON],
+            invite(vec![(&out, "user")], VIEWER),
+        )
+        .await?;
+        assert_eq!(r.status, 403, "{}", r.text());
+        let r = send(
+            a,
+            "PATCH",
+            &format!("/graph/v1.0/drives/{id}"),
+            &[("authorization", auth), JSON],
+            r#"{"name":"mine"}"#,
+        )
+        .await?;
+        assert_eq!(r.status, 403, "{}", r.text());
+    }
+    for (method, path) in [("GET", file.clone()), ("PROPFIND", format!("{root}/"))] {
+        assert_eq!(status(method, path, out_auth.clone(), "").await?, 404);
+    }
+    expect(
+        &send(a, "GET", &perms, &[("authorization", &out_auth)], "").await?,
+        404,
+        "outsider",
+    )?;
+    let r = send(
+        a,
+        "GET",
+        "/graph/v1.0/me/drives",
+        &[("authorization", &out_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(drives(&expect(&r, 200, "outsider lists")?).len(), 1);
+
+    // A role change holds on the next request of an open connection.
+    let mut conn = Connection::open(a).await?;
+    let vics_file = format!("{root}/vic.txt");
+    assert_eq!(conn.status("PUT", &vics_file, &vic_auth).await?, 403);
+    let patch_url = format!("{perms}/u:{vic}");
+    let body = serde_json::json!({"roles": [MANAGER]}).to_string();
+    let changed = expect(
+        &send(a, "PATCH", &patch_url, &[ADMIN, JSON], body).await?,
+        200,
+        "promote",
+    )?;
+    assert_eq!(changed["roles"][0], MANAGER);
+    assert_eq!(conn.status("PUT", &vics_file, &vic_auth).await?, 201);
+    // Now a manager, vic manages: renames the drive and removes the admin.
+    let r = send(
+        a,
+        "PATCH",
+        &format!("/graph/v1.0/drives/{id}"),
+        &[("authorization", &vic_auth), JSON],
+        r#"{"name":"Team 2"}"#,
+    )
+    .await?;
+    assert_eq!(expect(&r, 200, "vic renames")?["name"], "Team 2");
+    let admin_id = listed["value"][0]["grantedToV2"]["user"]["id"]
+        .as_str()
+        .context("admin id")?
+        .to_owned();
+    let r = send(
+        a,
+        "DELETE",
+        &format!("{perms}/u:{admin_id}"),
+        &[("authorization", &vic_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    // The last manager stays: neither removed nor demoted.
+    let r = send(a, "DELETE", &patch_url, &[("authorization", &vic_auth)], "").await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("at least one manager"), "{}", r.text());
+    let body = serde_json::json!({"roles": [VIEWER]}).to_string();
+    let r = send(
+        a,
+        "PATCH",
+        &patch_url,
+        &[("authorization", &vic_auth), JSON],
+        body,
+    )
+    .await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    // An admin still manages the drive, but no longer reads it.
+    expect(
+        &send(a, "GET", &perms, &[ADMIN], "").await?,
+        200,
+        "admin lists members",
+    )?;
+    assert_eq!(
+        status("GET", file.clone(), ADMIN.1.to_owned(), "").await?,
+        404
+    );
+
+    // The group leaves: gus loses the drive on his open connection's next request.
+    let mut gus_conn = Connection::open(a).await?;
+    assert_eq!(gus_conn.status("GET", &file, &gus_auth).await?, 200);
+    let r = send(
+        a,
+        "DELETE",
+        &format!("{perms}/g:{team}"),
+        &[("authorization", &vic_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(gus_conn.status("GET", &file, &gus_auth).await?, 404);
+    let r = send(
+        a,
+        "DELETE",
+        &format!("{perms}/g:{team}"),
+        &[("authorization", &vic_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 404, "{}", r.text());
+
+    // Disabled by its manager: every member loses it at once; the manager restores it.
+    let drive_url = format!("/graph/v1.0/drives/{id}");
+    assert_eq!(conn.status("GET", &file, &ed_auth).await?, 200);
+    let r = send(a, "DELETE", &drive_url, &[("authorization", &vic_auth)], "").await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(conn.status("GET", &file, &ed_auth).await?, 404);
+    assert_eq!(conn.status("GET", &file, &vic_auth).await?, 404);
+    let r = send(
+        a,
+        "GET",
+        "/graph/v1.0/me/drives",
+        &[("authorization", &ed_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(
+        drives(&expect(&r, 200, "ed lists")?).len(),
+        1,
+        "a disabled drive is not listed to editors"
+    );
+    let r = send(
+        a,
+        "GET",
+        "/graph/v1.0/me/drives?$orderby=name%20desc",
+        &[("authorization", &vic_auth)],
+        "",
+    )
+    .await?;
+    let listed = expect(&r, 200, "vic lists")?;
+    let trashed = drives(&listed)
+        .iter()
+        .any(|d| d["id"] == id.as_str() && d["root"]["deleted"]["state"] == "trashed");
+    assert!(trashed, "the manager sees the disabled drive: {listed}");
+    let r = send(
+        a,
+        "PATCH",
+        &drive_url,
+        &[("authorization", &vic_auth), ("restore", "T")],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(conn.status("GET", &file, &ed_auth).await?, 200);
+
+    // Bad queries and ids.
+    let r = send(
+        a,
+        "GET",
+        "/graph/v1.0/me/drives?$filter=owner%20eq%20%27x%27",
+        &[ADMIN],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = send(
+        a,
+        "GET",
+        "/graph/v1.0/me/drives?$orderby=size",
+        &[ADMIN],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = send(
+        a,
+        "DELETE",
+        &format!("{perms}/x:1"),
+        &[("authorization", &vic_auth)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 404, "{}", r.text());
     Ok(())
 }

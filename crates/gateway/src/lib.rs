@@ -166,6 +166,30 @@ impl Storage for GatewayApi {
         forward!(self, req, delete_space, provider)
     }
 
+    async fn list_space_members(
+        &self,
+        req: Request<ListSpaceMembersRequest>,
+    ) -> Result<Response<ListSpaceMembersResponse>, Status> {
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
+        forward!(self, req, list_space_members, provider)
+    }
+
+    async fn set_space_member(
+        &self,
+        req: Request<SetSpaceMemberRequest>,
+    ) -> Result<Response<SpaceMember>, Status> {
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
+        forward!(self, req, set_space_member, provider)
+    }
+
+    async fn remove_space_member(
+        &self,
+        req: Request<RemoveSpaceMemberRequest>,
+    ) -> Result<Response<RemoveSpaceMemberResponse>, Status> {
+        let provider = Self::space_provider(&req.get_ref().space_id)?;
+        forward!(self, req, remove_space_member, provider)
+    }
+
     async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
         let p = Self::provider_of(req.get_ref().r#ref.as_ref())?;
         forward!(self, req, stat, p)

@@ -120,6 +120,13 @@ impl Role {
     pub fn by_graph_id(id: &str) -> Option<Role> {
         ROLES.into_iter().find(|r| r.graph_id == id)
     }
+
+    /// The role of a project space's member that `name` (or a libregraph id) names.
+    pub fn for_space(name_or_id: &str) -> Option<Role> {
+        Role::by_name(name_or_id)
+            .or_else(|| Role::by_graph_id(name_or_id))
+            .filter(|r| r.space_only)
+    }
 }
 
 #[cfg(test)]

@@ -178,11 +178,12 @@ impl Grants {
     }
 }
 
-/// Resolves grants to paths in `store`; grants on nodes that no longer exist are dropped.
+/// Resolves grants to (path, bits) in `store`; grants on nodes that no longer exist are
+/// dropped.
 pub(crate) async fn with_paths(
     store: &arca_store_files::Store,
     grants: Vec<(String, u32)>,
-) -> Result<Access, Status> {
+) -> Result<Vec<(String, u32)>, Status> {
     let mut out = Vec::with_capacity(grants.len());
     for (node, bits) in grants {
         match store.path_of(&node).await {
@@ -191,7 +192,7 @@ pub(crate) async fn with_paths(
             Err(e) => return Err(e.status()),
         }
     }
-    Ok(Access::Shared(out))
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod data;
 mod folders;
 mod grants;
 mod homes;
+mod members;
 mod provider;
 mod undo;
 mod uploads;

@@ -236,21 +236,10 @@ impl Provider {
         Ok((space, access))
     }
 
-    /// Owners, and admins for every project space (there are no space memberships yet, so
-    /// admins are the managers of all of them), may do everything without a lookup; anyone
-    /// else what the shares in the space grant them (`grants`: asked on every call, never
-    /// cached). No grant at all: the space does not exist for them.
+    /// See [`Provider::access_to`] (crate::members): owners and managers, members by role,
+    /// anyone else by the shares in the space (asked on every call, never cached).
     async fn check_access(&self, who: &Identity, space: &StoreSpace) -> Result<Access, Status> {
-        if space.owner == who.id
-            || (who.admin && space.kind == arca_store_files::SpaceKind::Project)
-        {
-            return Ok(Access::Owner);
-        }
-        let grants = self.grants.of(self.name, &space.id).await?;
-        if grants.is_empty() {
-            return Err(ErrorKind::NotFound.status("no such space"));
-        }
-        grants::with_paths(&self.store, grants).await
+        self.access_to(who, space).await
     }
 
     /// (space, node, path inside the space) for a reference the caller may read.
@@ -471,9 +460,19 @@ impl Storage for Provider {
     async fn get_space(&self, req: Request<GetSpaceRequest>) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let space = self.space(who, &r.space_id).await?;
+        let space = match self.space(who, &r.space_id).await {
+            Ok(space) => space,
+            // A disabled space: its managers and admins still see it (to restore or purge).
+            Err(s) if ErrorKind::of(&s) == ErrorKind::NotFound => {
+                self.managed(who, &r.space_id, "see a disabled space")
+                    .await
+                    .map_err(|_| s)?
+                    .0
+            }
+            Err(s) => return Err(s),
+        };
         Ok(Response::new(
-            self.space_message(&space, r.with_usage).await?,
+            self.space_message(who, &space, r.with_usage).await?,
         ))
     }
 
@@ -491,7 +490,7 @@ impl Storage for Provider {
         let spaces = self.visible_spaces(who, r.all).await?;
         let mut out = Vec::with_capacity(spaces.len());
         for s in &spaces {
-            out.push(self.space_message(s, r.with_usage).await?);
+            out.push(self.space_message(who, s, r.with_usage).await?);
         }
         Ok(Response::new(ListSpacesResponse { spaces: out }))
     }
@@ -527,7 +526,7 @@ impl Storage for Provider {
             }
             return Err(e.status());
         }
-        Ok(Response::new(self.space_message(&space, true).await?))
+        Ok(Response::new(self.space_message(who, &space, true).await?))
     }
 
     async fn update_space(
@@ -536,7 +535,10 @@ impl Storage for Provider {
     ) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let space = self.managed_space(who, &r.space_id).await?;
+        let (space, _) = self.managed(who, &r.space_id, "change the space").await?;
+        if r.quota.is_some() && !who.admin {
+            return Err(ErrorKind::PermissionDenied.status("only admins change a space's quota"));
+        }
         let name = r.name.as_deref().map(space_name).transpose()?;
         if let Some(d) = &r.description {
             check_description(d)?;
@@ -562,8 +564,19 @@ impl Storage for Provider {
                 .await
                 .map_err(|e| e.status())?;
         }
+        if let Some(disabled) = r.disabled {
+            if space.kind != arca_store_files::SpaceKind::Project {
+                return Err(ErrorKind::PermissionDenied
+                    .status("a personal space is deleted with its user, not on its own"));
+            }
+            self.store
+                .set_disabled(&space.id, disabled)
+                .await
+                .map_err(|e| e.status())?;
+            tracing::info!(space = %space.id, disabled, by = %who.id, "project space disabled or restored");
+        }
         let space = self.store.space(&space.id).await.map_err(|e| e.status())?;
-        Ok(Response::new(self.space_message(&space, true).await?))
+        Ok(Response::new(self.space_message(who, &space, true).await?))
     }
 
     async fn delete_space(
@@ -571,10 +584,16 @@ impl Storage for Provider {
         req: Request<DeleteSpaceRequest>,
     ) -> Result<Response<DeleteSpaceResponse>, Status> {
         let who = caller(&req)?;
-        let space = self.managed_space(who, &req.get_ref().space_id).await?;
+        let (space, _) = self
+            .managed(who, &req.get_ref().space_id, "delete the space")
+            .await?;
         if space.kind == arca_store_files::SpaceKind::Personal {
             return Err(ErrorKind::PermissionDenied
                 .status("a personal space is deleted with its user, not on its own"));
+        }
+        if space.disabled.is_none() {
+            return Err(ErrorKind::InvalidArgument
+                .status("a space in use is not deleted: disable it first"));
         }
         // The tree goes at once; its blobs become orphans that the collector removes.
         self.store
@@ -582,6 +601,33 @@ impl Storage for Provider {
             .await
             .map_err(|e| e.status())?;
         Ok(Response::new(DeleteSpaceResponse {}))
+    }
+
+    async fn list_space_members(
+        &self,
+        req: Request<ListSpaceMembersRequest>,
+    ) -> Result<Response<ListSpaceMembersResponse>, Status> {
+        let who = caller(&req)?;
+        let members = self.members(who, &req.get_ref().space_id).await?;
+        Ok(Response::new(ListSpaceMembersResponse { members }))
+    }
+
+    async fn set_space_member(
+        &self,
+        req: Request<SetSpaceMemberRequest>,
+    ) -> Result<Response<SpaceMember>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(self.set_member(who, req.get_ref()).await?))
+    }
+
+    async fn remove_space_member(
+        &self,
+        req: Request<RemoveSpaceMemberRequest>,
+    ) -> Result<Response<RemoveSpaceMemberResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        self.remove_member(who, &r.space_id, &r.kind, &r.id).await?;
+        Ok(Response::new(RemoveSpaceMemberResponse {}))
     }
 
     async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
@@ -1287,7 +1333,13 @@ impl Provider {
     /// `oc:trashbin-size`/`oc:versions-size` ask; the PROPFIND quota read and TUS discovery,
     /// which clients send all the time, do not. CreateSpace and UpdateSpace (rare, admins')
     /// always count, as their answer is a drive.
-    async fn space_message(&self, space: &StoreSpace, with_usage: bool) -> Result<Space, Status> {
+    async fn space_message(
+        &self,
+        who: &Identity,
+        space: &StoreSpace,
+        with_usage: bool,
+    ) -> Result<Space, Status> {
+        let role = self.role_in(who, space).await?;
         let details = self
             .store
             .space_details(&space.id)
@@ -1297,6 +1349,10 @@ impl Provider {
         m.description = details.description;
         m.alias = details.alias;
         m.root_mtime_ns = convert::nanos(details.root_mtime);
+        m.disabled = space.disabled.is_some();
+        m.role = role
+            .map(|r| crate::members::wire_role(r).name.to_owned())
+            .unwrap_or_default();
         if with_usage {
             let usage = self
                 .store
@@ -1311,39 +1367,24 @@ impl Provider {
         Ok(m)
     }
 
-    /// What ListSpaces shows: with `all` (admins only) every space, else the caller's own and,
-    /// for admins, every project space.
+    /// What ListSpaces shows: with `all` (admins only) every space, else the caller's own and
+    /// the project spaces they are a member of.
     async fn visible_spaces(&self, who: &Identity, all: bool) -> Result<Vec<StoreSpace>, Status> {
-        if all && !who.admin {
-            return Err(ErrorKind::PermissionDenied.status("only admins list every space"));
+        if all {
+            if !who.admin {
+                return Err(ErrorKind::PermissionDenied.status("only admins list every space"));
+            }
+            return self.store.list_spaces(None).await.map_err(|e| e.status());
         }
-        if !who.admin {
-            return self
-                .store
-                .list_spaces(Some(&who.id))
-                .await
-                .map_err(|e| e.status());
-        }
-        let mut spaces = self.store.list_spaces(None).await.map_err(|e| e.status())?;
-        if !all {
-            spaces.retain(|s| s.owner == who.id || s.kind == arca_store_files::SpaceKind::Project);
-        }
+        let mut spaces = self
+            .store
+            .list_spaces(Some(&who.id))
+            .await
+            .map_err(|e| e.status())?;
+        // A project space its creator left is no longer theirs to list.
+        spaces.retain(|s| s.kind == arca_store_files::SpaceKind::Personal);
+        spaces.extend(self.member_spaces(who).await?);
         Ok(spaces)
-    }
-
-    /// A space the caller wants to change: admins reach every space of this provider; others
-    /// learn whether it exists only if they may use it, and may not change it.
-    async fn managed_space(&self, who: &Identity, space_id: &str) -> Result<StoreSpace, Status> {
-        if !who.admin {
-            self.space(who, space_id).await?;
-            return Err(ErrorKind::PermissionDenied.status("only admins change spaces"));
-        }
-        let not_found = || ErrorKind::NotFound.status("no such space");
-        let (provider, id) = ids::parse_space_id(space_id).ok_or_else(not_found)?;
-        if provider != self.name {
-            return Err(not_found());
-        }
-        self.store.space(id).await.map_err(|e| e.status())
     }
 }
 

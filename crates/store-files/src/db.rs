@@ -58,6 +58,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             "trash_bursts",
             include_str!("../migrations/sqlite/0027_trash_bursts.sql"),
         ),
+        (
+            28,
+            "space_members",
+            include_str!("../migrations/sqlite/0028_space_members.sql"),
+        ),
     ],
     postgres: &[
         (
@@ -94,6 +99,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             27,
             "trash_bursts",
             include_str!("../migrations/postgres/0027_trash_bursts.sql"),
+        ),
+        (
+            28,
+            "space_members",
+            include_str!("../migrations/postgres/0028_space_members.sql"),
         ),
     ],
 };
@@ -141,7 +151,7 @@ pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreE
 /// Space columns joined with the root node, in the order [`space_from_row`] reads them.
 macro_rules! space_cols {
     () => {
-        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag"
+        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag, s.disabled"
     };
 }
 pub(crate) use space_cols;
@@ -163,5 +173,6 @@ pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
         used: u64::try_from(used).unwrap_or(0),
         etag: row.try_get(7)?,
         created: from_ns(row.try_get(5)?),
+        disabled: row.try_get::<Option<i64>, _>(8)?.map(from_ns),
     })
 }

@@ -55,5 +55,5 @@ pub use store::{
     RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashExpiry, TrashItem, Version,
     VersionRetention, VersionRules,
 };
-pub use store::{SpaceDetails, SpaceUpdate};
+pub use store::{Member, MemberKind, Role, SpaceDetails, SpaceUpdate};
 pub use uploads::{Appended, Upload, UploadPart};

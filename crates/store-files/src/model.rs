@@ -48,6 +48,8 @@ pub struct Space {
     /// The root's etag: it changes whenever anything in the space changes.
     pub etag: String,
     pub created: SystemTime,
+    /// When a project space was disabled (its members lose it until it is restored).
+    pub disabled: Option<SystemTime>,
 }
 
 impl Space {

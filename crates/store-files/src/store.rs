@@ -12,6 +12,7 @@ mod bursts;
 pub(crate) mod commit;
 mod gc;
 mod listing;
+mod members;
 #[cfg(test)]
 mod plans;
 mod props;
@@ -38,6 +39,7 @@ use crate::names::segments;
 use crate::{Result, StoreError};
 
 pub use bursts::{Burst, BurstRules};
+pub use members::{Member, MemberKind, Role};
 pub use put::Download;
 pub(crate) use put::Written;
 pub use spaces::{SpaceDetails, SpaceUpdate};
@@ -311,6 +313,19 @@ impl Store {
             .bind(new_id())
             .execute(&mut *c)
             .await?;
+            // A project space begins with its creator as its manager, in the same commit:
+            // never a space nobody manages.
+            if kind == SpaceKind::Project {
+                sqlx::query(
+                    "INSERT INTO space_members (space_id, kind, member, role, created) \
+                     VALUES ($1, 'user', $2, 'manager', $3)",
+                )
+                .bind(&id)
+                .bind(owner)
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            }
             Ok(())
         }
         .await;
@@ -714,7 +729,7 @@ fn unpack_children(mut rest: &str, dir_id: &str) -> Option<Vec<Node>> {
 }
 
 /// How many columns `space_cols!` selects.
-const SPACE_COLS: usize = 8;
+const SPACE_COLS: usize = 9;
 
 /// The file of a `sqlite://FILE?…` URL; `None` for an in-memory database or PostgreSQL.
 fn sqlite_path(url: &str) -> Option<&std::path::Path> {

@@ -76,6 +76,7 @@ scenarios!(
     mtime_settable,
     resolutions_follow_every_change,
     cached_listings_follow_every_change,
+    space_members_and_disabling,
 );
 
 /// `default_personal_quota` (`storage-users.personal_quota` in the config) is the quota of every

@@ -155,6 +155,7 @@ const FILES_TABLES: &[&str] = &[
     "nodes",
     "props",
     "space_details",
+    "space_members",
     "spaces",
     "trash",
     "trash_bursts",

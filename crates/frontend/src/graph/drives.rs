@@ -1,10 +1,14 @@
-//! The libregraph drives API (`/graph/v1.0/me/drives`, `/graph/v1.0/drives[/{id}]`): spaces
-//! as drives, in oCIS's field names (shared/protocol/samples/graph-*.json).
+//! The libregraph drives API (`/graph/{v1.0,v1beta1}/me/drives`, `…/drives[/{id}]`, and a
+//! project drive's members at `…/drives/{id}/root/permissions` and `…/root/invite`): spaces as
+//! drives, in oCIS's field names (shared/protocol/samples/graph-*.json).
 //!
 //! A drive's id is its space id (`PROVIDER$SPACE`), exactly what `/dav/spaces/{id}` takes, and
 //! `root.webDavUrl` is that URL made absolute from the request's Host (and
-//! `X-Forwarded-Proto`). Admins create, change and delete project drives; everyone lists what
-//! they may use. The storage provider checks every permission again.
+//! `X-Forwarded-Proto`). Admins create project drives and manage every one; a drive's managers
+//! rename it, disable it (DELETE), restore it (PATCH with `Restore: T`), purge it (DELETE with
+//! `Purge: T`, once disabled) and manage its members (users and groups with oCIS's Manager,
+//! Space Editor and Space Viewer roles); everyone lists the drives they may use. The storage
+//! provider checks every permission again.
 
 // As in graph.rs: the `Err` side is the finished HTTP answer, built once per failed request.
 #![allow(clippy::result_large_err)]
@@ -18,25 +22,43 @@ use arca_runtime::{Caller, Identity};
 use arca_transport::Channel;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, patch, post};
 use http::{HeaderMap, StatusCode, Uri};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+
+use arca_proto::sharing::{MANAGER, Role as SharingRole, SPACE_EDITOR, SPACE_VIEWER};
 
 use super::{error, grpc_error, parse};
 use crate::dates::civil_from_days;
 
 pub(super) fn routes(gateway: Channel) -> axum::Router {
-    axum::Router::new()
-        .route("/graph/v1.0/me/drives", get(my_drives))
-        .route("/graph/v1.0/drives", get(all_drives).post(create))
-        .route(
-            "/graph/v1.0/drives/{id}",
-            get(read).patch(update).delete(remove),
-        )
-        .with_state(gateway)
+    let mut router = axum::Router::new();
+    // oCIS serves drives under both versions; clients use either.
+    for v in ["v1.0", "v1beta1"] {
+        router = router
+            .route(&format!("/graph/{v}/me/drives"), get(my_drives))
+            .route(&format!("/graph/{v}/drives"), get(all_drives).post(create))
+            .route(
+                &format!("/graph/{v}/drives/{{id}}"),
+                get(read).patch(update).delete(remove),
+            )
+            .route(
+                &format!("/graph/{v}/drives/{{id}}/root/permissions"),
+                get(permissions),
+            )
+            .route(
+                &format!("/graph/{v}/drives/{{id}}/root/invite"),
+                post(invite),
+            )
+            .route(
+                &format!("/graph/{v}/drives/{{id}}/root/permissions/{{perm}}"),
+                patch(change_permission).delete(remove_permission),
+            );
+    }
+    router.with_state(gateway)
 }
 
 fn forbidden(message: &str) -> Response {
@@ -109,8 +131,8 @@ async fn owner_names(gw: &Channel, who: &Identity, spaces: &[Space]) -> Names {
     names
 }
 
-/// One drive in libregraph's shape.
-fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
+/// One drive in libregraph's shape; `members` are a project drive's `root.permissions`.
+fn drive_json(s: &Space, names: &Names, base: &str, members: Option<Vec<Value>>) -> Value {
     let personal = s.kind == "personal";
     let (login, display) = names
         .get(&s.owner_id)
@@ -157,20 +179,11 @@ fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
         "webDavUrl".into(),
         json!(format!("{base}/dav/spaces/{}", s.id)),
     );
-    if !personal {
-        let manager = json!({"user": {
-            "@libre.graph.userType": "Member",
-            "displayName": display_or_login,
-            "id": s.owner_id,
-        }});
-        root.insert(
-            "permissions".into(),
-            json!([{
-                "grantedToV2": manager,
-                "grantedToIdentities": [manager],
-                "roles": ["manager"],
-            }]),
-        );
+    if let Some(members) = members {
+        root.insert("permissions".into(), Value::Array(members));
+    }
+    if s.disabled {
+        root.insert("deleted".into(), json!({"state": "trashed"}));
     }
     let mut d = Map::new();
     d.insert("id".into(), json!(s.id));
@@ -205,7 +218,173 @@ fn drive_json(s: &Space, names: &Names, base: &str) -> Value {
     Value::Object(d)
 }
 
-async fn list(gw: Channel, who: Identity, all: bool, headers: &HeaderMap, uri: &Uri) -> Response {
+/// Names of the users and groups among `members`, by (kind, id): one lookup each (a few per
+/// drive); a member that cannot be looked up keeps its id as its name.
+async fn member_names(gw: &Channel, members: &[SpaceMember]) -> HashMap<(String, String), String> {
+    let mut out = HashMap::new();
+    for m in members {
+        let key = (m.kind.clone(), m.id.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let name = if m.kind == "group" {
+            UsersClient::new(gw.clone())
+                .get_group(GetGroupRequest {
+                    id: m.id.clone(),
+                    display_name: String::new(),
+                })
+                .await
+                .map(|g| g.into_inner().display_name)
+        } else {
+            UsersClient::new(gw.clone())
+                .get_user(GetUserRequest {
+                    id: m.id.clone(),
+                    username: String::new(),
+                })
+                .await
+                .map(|u| {
+                    let u = u.into_inner();
+                    if u.display_name.is_empty() {
+                        u.username
+                    } else {
+                        u.display_name
+                    }
+                })
+        };
+        out.insert(key, name.unwrap_or_else(|_| m.id.clone()));
+    }
+    out
+}
+
+/// A membership's permission id, as oCIS names them: `u:{user id}` or `g:{group id}`.
+fn permission_id(m: &SpaceMember) -> String {
+    let prefix = if m.kind == "group" { "g" } else { "u" };
+    format!("{prefix}:{}", m.id)
+}
+
+/// (kind, id) of a permission id.
+fn parse_permission_id(perm: &str) -> Option<(&'static str, &str)> {
+    match perm.split_once(':')? {
+        ("u", id) if !id.is_empty() => Some(("user", id)),
+        ("g", id) if !id.is_empty() => Some(("group", id)),
+        _ => None,
+    }
+}
+
+/// One membership in libregraph's shape.
+fn permission_json(m: &SpaceMember, names: &HashMap<(String, String), String>) -> Value {
+    let name = names
+        .get(&(m.kind.clone(), m.id.clone()))
+        .cloned()
+        .unwrap_or_else(|| m.id.clone());
+    let grantee = if m.kind == "group" {
+        json!({"group": {"id": m.id, "displayName": name}})
+    } else {
+        json!({"user": {"@libre.graph.userType": "Member", "id": m.id, "displayName": name}})
+    };
+    let role = SharingRole::for_space(&m.role).map_or("", |r| r.graph_id);
+    json!({
+        "id": permission_id(m),
+        "roles": [role],
+        "grantedToV2": grantee,
+        "grantedToIdentities": [grantee],
+    })
+}
+
+/// The members of a project drive as `root.permissions`; `None` for personal drives and when
+/// the caller may not see them.
+async fn drive_permissions(gw: &Channel, s: &Space) -> Option<Vec<Value>> {
+    if s.kind != "project" {
+        return None;
+    }
+    let members = arca_proto::storage_client(gw.clone())
+        .list_space_members(ListSpaceMembersRequest {
+            space_id: s.id.clone(),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .members;
+    let names = member_names(gw, &members).await;
+    Some(members.iter().map(|m| permission_json(m, &names)).collect())
+}
+
+/// `$filter` and `$orderby` of a drive listing, in the subset oCIS's clients send.
+#[derive(Deserialize, Default)]
+struct ListQuery {
+    #[serde(rename = "$filter")]
+    filter: Option<String>,
+    #[serde(rename = "$orderby")]
+    orderby: Option<String>,
+}
+
+/// Keeps the drives `filter` selects: `driveType eq 'project'` or `id eq '…'`.
+fn apply_filter(spaces: &mut Vec<Space>, filter: &str) -> Result<(), Response> {
+    let bad = || {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalidRequest",
+            "$filter: use driveType eq 'personal' | 'project', or id eq '…'",
+        )
+    };
+    let mut words = filter.trim().splitn(3, ' ');
+    let (field, op, value) = (words.next(), words.next(), words.next());
+    let value = value
+        .map(str::trim)
+        .and_then(|v| v.strip_prefix('\'')?.strip_suffix('\''))
+        .ok_or_else(bad)?;
+    if op != Some("eq") {
+        return Err(bad());
+    }
+    match field {
+        Some("driveType") => spaces.retain(|s| s.kind == value),
+        Some("id") => spaces.retain(|s| s.id == value),
+        _ => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// Sorts by `orderby`: `name` or `lastModifiedDateTime`, then `asc` (the default) or `desc`.
+fn apply_orderby(spaces: &mut [Space], orderby: &str) -> Result<(), Response> {
+    let bad = || {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalidRequest",
+            "$orderby: use name or lastModifiedDateTime, then asc or desc",
+        )
+    };
+    let mut words = orderby.split_whitespace();
+    let field = words.next();
+    let desc = match (words.next(), words.next()) {
+        (None | Some("asc"), None) => false,
+        (Some("desc"), None) => true,
+        _ => return Err(bad()),
+    };
+    match field {
+        Some("name") => spaces.sort_by_key(|s| s.name.to_lowercase()),
+        Some("lastModifiedDateTime") => spaces.sort_by_key(|s| {
+            if s.root_mtime_ns != 0 {
+                s.root_mtime_ns
+            } else {
+                s.mtime_ns
+            }
+        }),
+        _ => return Err(bad()),
+    }
+    if desc {
+        spaces.reverse();
+    }
+    Ok(())
+}
+
+async fn list(
+    gw: Channel,
+    who: Identity,
+    all: bool,
+    query: ListQuery,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Response {
     let mut spaces = match arca_proto::storage_client(gw.clone())
         .list_spaces(ListSpacesRequest {
             all,
@@ -218,35 +397,48 @@ async fn list(gw: Channel, who: Identity, all: bool, headers: &HeaderMap, uri: &
     };
     // Personal drives first, as oCIS lists them; otherwise in the provider's (creation) order.
     spaces.sort_by_key(|s| s.kind != "personal");
+    if let Some(filter) = &query.filter
+        && let Err(r) = apply_filter(&mut spaces, filter)
+    {
+        return r;
+    }
+    if let Some(orderby) = &query.orderby
+        && let Err(r) = apply_orderby(&mut spaces, orderby)
+    {
+        return r;
+    }
     let names = owner_names(&gw, &who, &spaces).await;
     let base = base_url(headers, uri);
-    let value: Vec<Value> = spaces
-        .iter()
-        .map(|s| drive_json(s, &names, &base))
-        .collect();
+    let mut value = Vec::with_capacity(spaces.len());
+    for s in &spaces {
+        let members = drive_permissions(&gw, s).await;
+        value.push(drive_json(s, &names, &base, members));
+    }
     Json(json!({ "value": value })).into_response()
 }
 
-/// `GET /graph/v1.0/me/drives`: the caller's personal drive and the project drives they may
-/// use (every one, for admins).
+/// `GET /graph/v1.0/me/drives`: the caller's personal drive and the project drives they are a
+/// member of.
 async fn my_drives(
     State(gw): State<Channel>,
     Caller(who): Caller,
+    Query(query): Query<ListQuery>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    list(gw, who, false, &headers, &uri).await
+    list(gw, who, false, query, &headers, &uri).await
 }
 
 /// `GET /graph/v1.0/drives`: every drive for admins, the same as `me/drives` for others.
 async fn all_drives(
     State(gw): State<Channel>,
     Caller(who): Caller,
+    Query(query): Query<ListQuery>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     let all = who.admin;
-    list(gw, who, all, &headers, &uri).await
+    list(gw, who, all, query, &headers, &uri).await
 }
 
 #[derive(Deserialize)]
@@ -267,7 +459,7 @@ struct NewDrive {
     drive_type: Option<String>,
 }
 
-/// `POST /graph/v1.0/drives` (admins): a new project drive, 201.
+/// `POST /graph/v1.0/drives` (admins): a new project drive, 201, with the caller its manager.
 async fn create(
     State(gw): State<Channel>,
     Caller(who): Caller,
@@ -307,7 +499,8 @@ async fn create(
         Ok(s) => {
             let s = s.into_inner();
             let names = owner_names(&gw, &who, std::slice::from_ref(&s)).await;
-            let drive = drive_json(&s, &names, &base_url(&headers, &uri));
+            let members = drive_permissions(&gw, &s).await;
+            let drive = drive_json(&s, &names, &base_url(&headers, &uri), members);
             (StatusCode::CREATED, Json(drive)).into_response()
         }
         Err(s) => grpc_error(s),
@@ -345,7 +538,8 @@ async fn find(gw: &Channel, who: &Identity, id: &str) -> Result<Space, Response>
 
 async fn one(gw: &Channel, who: &Identity, s: &Space, headers: &HeaderMap, uri: &Uri) -> Response {
     let names = owner_names(gw, who, std::slice::from_ref(s)).await;
-    Json(drive_json(s, &names, &base_url(headers, uri))).into_response()
+    let members = drive_permissions(gw, s).await;
+    Json(drive_json(s, &names, &base_url(headers, uri), members)).into_response()
 }
 
 /// `GET /graph/v1.0/drives/{id}`.
@@ -362,7 +556,7 @@ async fn read(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct DrivePatch {
     #[serde(default)]
     name: Option<String>,
@@ -372,7 +566,15 @@ struct DrivePatch {
     quota: Option<QuotaBody>,
 }
 
-/// `PATCH /graph/v1.0/drives/{id}` (admins): name, description, `quota.total` (0 = none).
+/// Whether the request carries `name: T` (oCIS's `Restore` and `Purge` headers).
+fn flag(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get(name)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"T"))
+}
+
+/// `PATCH /graph/v1.0/drives/{id}`: name, description (managers and admins), `quota.total`
+/// (admins; 0 = none); with `Restore: T` a disabled drive is back in use.
 async fn update(
     State(gw): State<Channel>,
     Caller(who): Caller,
@@ -381,9 +583,13 @@ async fn update(
     uri: Uri,
     body: Bytes,
 ) -> Response {
-    let patch: DrivePatch = match parse(&body) {
-        Ok(p) => p,
-        Err(r) => return r,
+    let patch: DrivePatch = if body.iter().all(u8::is_ascii_whitespace) {
+        DrivePatch::default()
+    } else {
+        match parse(&body) {
+            Ok(p) => p,
+            Err(r) => return r,
+        }
     };
     let updated = arca_proto::storage_client(gw.clone())
         .update_space(UpdateSpaceRequest {
@@ -391,6 +597,7 @@ async fn update(
             name: patch.name,
             description: patch.description,
             quota: patch.quota.and_then(|q| q.total),
+            disabled: flag(&headers, "restore").then_some(false),
         })
         .await;
     match updated {
@@ -399,12 +606,255 @@ async fn update(
     }
 }
 
-/// `DELETE /graph/v1.0/drives/{id}` (admins): the project drive and its contents, 204. oCIS
-/// first disables a drive and deletes it on a second request; arca has no disabled state, so
-/// this deletes at once.
-async fn remove(State(gw): State<Channel>, Caller(_): Caller, Path(id): Path<String>) -> Response {
+/// `DELETE /graph/v1.0/drives/{id}` (managers and admins): disables a project drive, 204 (its
+/// members lose it at once; `PATCH` with `Restore: T` brings it back). With `Purge: T` a
+/// disabled drive is deleted with everything in it (400 while it is in use).
+async fn remove(
+    State(gw): State<Channel>,
+    Caller(_): Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let mut storage = arca_proto::storage_client(gw);
+    let done = if flag(&headers, "purge") {
+        storage
+            .delete_space(DeleteSpaceRequest { space_id: id })
+            .await
+            .map(|_| ())
+    } else {
+        storage
+            .update_space(UpdateSpaceRequest {
+                space_id: id,
+                disabled: Some(true),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+    };
+    match done {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
+
+/// The roles a project drive's member may have, as `@libre.graph.permissions.roles.allowedValues`.
+fn allowed_roles() -> Value {
+    let roles: Vec<Value> = [SPACE_VIEWER, SPACE_EDITOR, MANAGER]
+        .iter()
+        .enumerate()
+        .map(|(weight, r)| {
+            let name = match r.name {
+                "manager" => "Manager",
+                "space-editor" => "Can edit",
+                _ => "Can view",
+            };
+            json!({"id": r.graph_id, "displayName": name, "@libre.graph.weight": weight + 1})
+        })
+        .collect();
+    Value::Array(roles)
+}
+
+/// `GET /graph/v1beta1/drives/{id}/root/permissions`: the drive's members (every member may
+/// see them).
+async fn permissions(
+    State(gw): State<Channel>,
+    Caller(_): Caller,
+    Path(id): Path<String>,
+) -> Response {
+    let members = match arca_proto::storage_client(gw.clone())
+        .list_space_members(ListSpaceMembersRequest { space_id: id })
+        .await
+    {
+        Ok(r) => r.into_inner().members,
+        Err(s) => return grpc_error(s),
+    };
+    let names = member_names(&gw, &members).await;
+    let value: Vec<Value> = members.iter().map(|m| permission_json(m, &names)).collect();
+    Json(json!({
+        "@libre.graph.permissions.roles.allowedValues": allowed_roles(),
+        "value": value,
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct Recipient {
+    #[serde(rename = "objectId")]
+    object_id: String,
+    #[serde(rename = "@libre.graph.recipient.type", default)]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Invite {
+    recipients: Vec<Recipient>,
+    roles: Vec<String>,
+    #[serde(rename = "expirationDateTime", default)]
+    expiration: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RolesPatch {
+    roles: Vec<String>,
+}
+
+fn invalid(message: &str) -> Response {
+    error(StatusCode::BAD_REQUEST, "invalidRequest", message)
+}
+
+/// The one space role of a request's `roles`.
+fn space_role(roles: &[String]) -> Result<SharingRole, Response> {
+    match roles {
+        [one] => SharingRole::for_space(one).ok_or_else(|| {
+            invalid(
+                "roles: a drive member is a Manager, Space Editor or Space Viewer (their role ids)",
+            )
+        }),
+        _ => Err(invalid("roles: give exactly one role id")),
+    }
+}
+
+/// `POST /graph/v1beta1/drives/{id}/root/invite` (managers and admins): users and groups become
+/// members with the role, or get it if they were; 200 with their permissions.
+async fn invite(
+    State(gw): State<Channel>,
+    Caller(_): Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let invite: Invite = match parse(&body) {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    if invite.expiration.as_ref().is_some_and(|e| !e.is_null()) {
+        return invalid("expirationDateTime: drive memberships do not expire");
+    }
+    if invite.recipients.is_empty() {
+        return invalid("recipients: name at least one user or group");
+    }
+    let role = match space_role(&invite.roles) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let mut added = Vec::with_capacity(invite.recipients.len());
+    for r in &invite.recipients {
+        let kind = r.kind.as_deref().unwrap_or("user");
+        let member_id = match kind {
+            "user" => UsersClient::new(gw.clone())
+                .get_user(GetUserRequest {
+                    id: r.object_id.clone(),
+                    username: String::new(),
+                })
+                .await
+                .map(|u| u.into_inner().id),
+            "group" => UsersClient::new(gw.clone())
+                .get_group(GetGroupRequest {
+                    id: r.object_id.clone(),
+                    display_name: String::new(),
+                })
+                .await
+                .map(|g| g.into_inner().id),
+            _ => return invalid("@libre.graph.recipient.type: user or group"),
+        };
+        let member_id = match member_id {
+            Ok(id) => id,
+            Err(s) if ErrorKind::of(&s) == ErrorKind::NotFound => {
+                return invalid(&format!("recipients: no {kind} {:?}", r.object_id));
+            }
+            Err(s) => return grpc_error(s),
+        };
+        let set = arca_proto::storage_client(gw.clone())
+            .set_space_member(SetSpaceMemberRequest {
+                space_id: id.clone(),
+                member: Some(SpaceMember {
+                    kind: kind.to_owned(),
+                    id: member_id,
+                    role: role.name.to_owned(),
+                    created_ns: 0,
+                }),
+            })
+            .await;
+        match set {
+            Ok(m) => added.push(m.into_inner()),
+            Err(s) => return grpc_error(s),
+        }
+    }
+    let names = member_names(&gw, &added).await;
+    let value: Vec<Value> = added.iter().map(|m| permission_json(m, &names)).collect();
+    Json(json!({ "value": value })).into_response()
+}
+
+/// The member a permission id names, if it is one of the drive's.
+async fn member_of(gw: &Channel, drive: &str, perm: &str) -> Result<SpaceMember, Response> {
+    let (kind, id) = parse_permission_id(perm)
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "itemNotFound", "no such permission"))?;
+    let members = arca_proto::storage_client(gw.clone())
+        .list_space_members(ListSpaceMembersRequest {
+            space_id: drive.to_owned(),
+        })
+        .await
+        .map_err(grpc_error)?
+        .into_inner()
+        .members;
+    members
+        .into_iter()
+        .find(|m| m.kind == kind && m.id == id)
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "itemNotFound", "no such permission"))
+}
+
+/// `PATCH /graph/v1beta1/drives/{id}/root/permissions/{perm}` (managers and admins): a
+/// member's new role; the last manager stays one (403).
+async fn change_permission(
+    State(gw): State<Channel>,
+    Caller(_): Caller,
+    Path((id, perm)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let patch: RolesPatch = match parse(&body) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let role = match space_role(&patch.roles) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let mut member = match member_of(&gw, &id, &perm).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    member.role = role.name.to_owned();
+    match arca_proto::storage_client(gw.clone())
+        .set_space_member(SetSpaceMemberRequest {
+            space_id: id,
+            member: Some(member),
+        })
+        .await
+    {
+        Ok(m) => {
+            let m = m.into_inner();
+            let names = member_names(&gw, std::slice::from_ref(&m)).await;
+            Json(permission_json(&m, &names)).into_response()
+        }
+        Err(s) => grpc_error(s),
+    }
+}
+
+/// `DELETE /graph/v1beta1/drives/{id}/root/permissions/{perm}` (managers and admins): 204; the
+/// last manager is never removed (403).
+async fn remove_permission(
+    State(gw): State<Channel>,
+    Caller(_): Caller,
+    Path((id, perm)): Path<(String, String)>,
+) -> Response {
+    let Some((kind, member)) = parse_permission_id(&perm) else {
+        return error(StatusCode::NOT_FOUND, "itemNotFound", "no such permission");
+    };
     match arca_proto::storage_client(gw)
-        .delete_space(DeleteSpaceRequest { space_id: id })
+        .remove_space_member(RemoveSpaceMemberRequest {
+            space_id: id,
+            kind: kind.to_owned(),
+            id: member.to_owned(),
+        })
         .await
     {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
@@ -482,7 +932,7 @@ mod tests {
             version_count: 5,
             ..Default::default()
         };
-        let d = drive_json(&personal, &names, "http://h:1");
+        let d = drive_json(&personal, &names, "http://h:1", None);
         assert_eq!(d["name"], "Alice");
         assert_eq!(d["driveAlias"], "personal/alice");
         assert_eq!(d["owner"]["user"]["id"], "u1");
@@ -513,14 +963,31 @@ mod tests {
             used: 600,
             ..Default::default()
         };
-        let d = drive_json(&project, &names, "");
+        let member = SpaceMember {
+            kind: "user".into(),
+            id: "u1".into(),
+            role: "manager".into(),
+            created_ns: 0,
+        };
+        let mut member_names = HashMap::new();
+        member_names.insert(("user".to_owned(), "u1".to_owned()), "Alice".to_owned());
+        let members = vec![permission_json(&member, &member_names)];
+        let d = drive_json(&project, &names, "", Some(members));
         assert_eq!(d["name"], "Alpha");
         assert_eq!(d["owner"]["user"]["id"], "p1");
-        assert_eq!(d["root"]["permissions"][0]["roles"][0], "manager");
+        assert_eq!(d["root"]["permissions"][0]["id"], "u:u1");
+        assert_eq!(d["root"]["permissions"][0]["roles"][0], MANAGER.graph_id);
         assert_eq!(
-            d["root"]["permissions"][0]["grantedToV2"]["user"]["id"],
-            "u1"
+            d["root"]["permissions"][0]["grantedToV2"]["user"]["displayName"],
+            "Alice"
         );
+        assert!(d["root"].get("deleted").is_none());
+        let disabled = Space {
+            disabled: true,
+            ..project.clone()
+        };
+        let d = drive_json(&disabled, &names, "", None);
+        assert_eq!(d["root"]["deleted"]["state"], "trashed");
         assert_eq!(d["quota"]["remaining"], 400);
         assert_eq!(d["description"], "demo");
         assert_eq!(d["webUrl"], "/f/storage-users$p1");

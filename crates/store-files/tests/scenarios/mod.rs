@@ -1417,3 +1417,119 @@ pub async fn cached_listings_follow_every_change(ctx: &Ctx) {
         Err(StoreError::NotADirectory)
     ));
 }
+
+/// Project spaces' members: the best role of a user and their groups, the spaces they are in,
+/// the creator as first manager, the last manager kept, disabling, and members going with
+/// their space.
+pub async fn space_members_and_disabling(ctx: &Ctx) {
+    use arca_store_files::{MemberKind, Role};
+
+    let store = ctx.store.clone();
+    let space = store
+        .create_project_space("Alpha", "u-admin", None)
+        .await
+        .unwrap();
+    let other = store
+        .create_project_space("Beta", "u-admin", None)
+        .await
+        .unwrap();
+    let (user, group) = (MemberKind::User, MemberKind::Group);
+    store
+        .set_member(&space.id, user, "u-ann", Role::Manager)
+        .await
+        .unwrap();
+    store
+        .set_member(&space.id, group, "g-team", Role::Editor)
+        .await
+        .unwrap();
+    store
+        .set_member(&space.id, user, "u-bob", Role::Viewer)
+        .await
+        .unwrap();
+    store
+        .set_member(&other.id, user, "u-bob", Role::Manager)
+        .await
+        .unwrap();
+
+    // The best of a user's own role and their groups'.
+    let team = vec!["g-team".to_owned()];
+    let role = |u: &'static str, g: Vec<String>| {
+        let (store, id) = (store.clone(), space.id.clone());
+        async move { store.member_role(&id, u, &g).await.unwrap() }
+    };
+    assert_eq!(role("u-bob", vec![]).await, Some(Role::Viewer));
+    assert_eq!(role("u-bob", team.clone()).await, Some(Role::Editor));
+    assert_eq!(role("u-cat", team.clone()).await, Some(Role::Editor));
+    assert_eq!(role("u-cat", vec!["g-x".into()]).await, None);
+    assert_eq!(role("u-ann", team.clone()).await, Some(Role::Manager));
+
+    let spaces: Vec<String> = store
+        .member_spaces("u-cat", &team)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(spaces, vec![space.id.clone()]);
+    assert_eq!(store.member_spaces("u-bob", &[]).await.unwrap().len(), 2);
+
+    // The creator is the first manager.
+    let members = store.space_members(&space.id).await.unwrap();
+    assert_eq!(members.len(), 4);
+    assert!(
+        members[..2].iter().all(|m| m.role == Role::Manager),
+        "managers first"
+    );
+    assert_eq!(role("u-admin", vec![]).await, Some(Role::Manager));
+    store
+        .remove_member(&space.id, user, "u-admin")
+        .await
+        .unwrap();
+
+    // The last manager stays: neither demoted nor removed.
+    assert!(matches!(
+        store
+            .set_member(&space.id, user, "u-ann", Role::Editor)
+            .await,
+        Err(StoreError::Forbidden(_))
+    ));
+    assert!(matches!(
+        store.remove_member(&space.id, user, "u-ann").await,
+        Err(StoreError::Forbidden(_))
+    ));
+    store
+        .set_member(&space.id, user, "u-bob", Role::Manager)
+        .await
+        .unwrap();
+    store.remove_member(&space.id, user, "u-ann").await.unwrap();
+    assert_eq!(role("u-ann", vec![]).await, None);
+    assert!(matches!(
+        store.remove_member(&space.id, user, "u-ann").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store.set_member("nope", user, "u-ann", Role::Viewer).await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Disabled and back; personal spaces are never disabled.
+    store.set_disabled(&space.id, true).await.unwrap();
+    assert!(store.space(&space.id).await.unwrap().disabled.is_some());
+    store.set_disabled(&space.id, false).await.unwrap();
+    assert!(store.space(&space.id).await.unwrap().disabled.is_none());
+    let home = store.personal_space("u-ann").await.unwrap();
+    assert!(matches!(
+        store.set_disabled(&home.id, true).await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Members go with their space.
+    store.delete_space(&space.id).await.unwrap();
+    assert!(
+        store
+            .member_spaces("u-cat", &team)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
