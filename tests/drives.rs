@@ -777,6 +777,46 @@ async fn project_drive_members_and_their_roles() -> anyhow::Result<()> {
         404
     );
 
+    // OCS as oCIS's clients speak it: a member added with shareType 7 and space_ref, and a
+    // file of the space shared from it by a manager who did not create the space.
+    let ocs = "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json";
+    let form = ("content-type", "application/x-www-form-urlencoded");
+    let vic_h = ("authorization", vic_auth.as_str());
+    let body = format!("shareType=7&shareWith=out&space_ref={id}&role=space-viewer");
+    let r = send(a, "POST", ocs, &[vic_h, form], body).await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()?["ocs"]["data"]["share_type"], 7, "{}", r.text());
+    assert_eq!(
+        status("GET", file.clone(), out_auth.clone(), "").await?,
+        200
+    );
+    let r = send(a, "DELETE", &format!("{perms}/u:{out}"), &[vic_h], "").await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        status("GET", file.clone(), out_auth.clone(), "").await?,
+        404
+    );
+    let body = format!("shareType=0&shareWith=out&space_ref={id}&path=/plan.txt&permissions=1");
+    let r = send(a, "POST", ocs, &[vic_h, form], body).await?;
+    assert_eq!(
+        r.status,
+        200,
+        "a manager shares from the space: {}",
+        r.text()
+    );
+    let r = send(
+        a,
+        "GET",
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json&shared_with_me=true",
+        &[("authorization", out_auth.as_str())],
+        "",
+    )
+    .await?;
+    assert!(r.text().contains("plan.txt"), "{}", r.text());
+    let body = "shareType=7&shareWith=nobody&space_ref=storage-users$x&role=space-viewer";
+    let r = send(a, "POST", ocs, &[vic_h, form], body).await?;
+    assert!(r.text().contains("no such user"), "{}", r.text());
+
     // The group leaves: gus loses the drive on his open connection's next request.
     let mut gus_conn = Connection::open(a).await?;
     assert_eq!(gus_conn.status("GET", &file, &gus_auth).await?, 200);
@@ -843,6 +883,13 @@ async fn project_drive_members_and_their_roles() -> anyhow::Result<()> {
     .await?;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(conn.status("GET", &file, &ed_auth).await?, 200);
+
+    // Names oCIS refuses.
+    for name in ["a/b", "x.y", "why?", "a|b"] {
+        let body = serde_json::json!({ "name": name }).to_string();
+        let r = send(a, "POST", "/graph/v1.0/drives", &[ADMIN, JSON], body).await?;
+        assert_eq!(r.status, 400, "{name}: {}", r.text());
+    }
 
     // Bad queries and ids.
     let r = send(

@@ -19,6 +19,9 @@ pub mod share_type {
     pub const USER: i32 = 0;
     pub const GROUP: i32 = 1;
     pub const LINK: i32 = 3;
+    /// A project space's member (oCIS's OCS types): a user, a group.
+    pub const SPACE_USER: i32 = 7;
+    pub const SPACE_GROUP: i32 = 8;
 }
 
 /// A received share's state (OCS `state`, `ListSharesRequest.state`).

@@ -85,6 +85,17 @@ pub(crate) struct Provider {
     pub(crate) bursts: arca_store_files::BurstRules,
 }
 
+/// `Node.shared_permissions` for the caller: 0 for the space's owner, who may do everything;
+/// a project space's other managers may too, and say so in bits (the sharing service reads
+/// them to allow sharing), as do members and share recipients.
+fn shared_bits(perm: &Perm, space: &StoreSpace, who: &Identity) -> u32 {
+    if perm.owner && space.owner != who.id {
+        grants::ALL
+    } else {
+        perm.shared()
+    }
+}
+
 /// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
 /// the provider's own line of defence.
 fn segments(path: &str) -> Result<Vec<&str>, Status> {
@@ -642,7 +653,7 @@ impl Storage for Provider {
         let mut message = self
             .to_proto(&space, &node, path.clone(), r.with_props)
             .await?;
-        message.shared_permissions = perm.shared();
+        message.shared_permissions = shared_bits(&perm, &space, who);
         if r.with_locks {
             message.locks = self.locks_covering(&space.id, &path).await?;
         }
@@ -657,7 +668,7 @@ impl Storage for Provider {
         let mut this = self
             .to_proto(&space, &node, path.clone(), r.with_props)
             .await?;
-        this.shared_permissions = perm.shared();
+        this.shared_permissions = shared_bits(&perm, &space, who);
         let locks = if r.with_locks {
             self.store
                 .space_locks(&space.id)
@@ -696,7 +707,7 @@ impl Storage for Provider {
         for (id, prop) in props.drain(..) {
             by_child.entry(id).or_default().push(prop);
         }
-        let shared = perm.child().shared();
+        let shared = shared_bits(&perm.child(), &space, who);
         let without = convert::Without {
             ids: r.without_ids,
             checksums: r.without_checksums,
@@ -1388,6 +1399,9 @@ impl Provider {
     }
 }
 
+/// What oCIS's Graph service refuses in a space name.
+const FORBIDDEN_IN_SPACE_NAMES: [char; 10] = ['/', '\\', '.', ':', '?', '*', '"', '>', '<', '|'];
+
 /// Longest space name and description accepted, in characters.
 const MAX_SPACE_NAME: usize = 255;
 const MAX_DESCRIPTION: usize = 1024;
@@ -1405,6 +1419,12 @@ fn space_name(name: &str) -> Result<&str, Status> {
     }
     if name.chars().any(char::is_control) {
         return Err(ErrorKind::InvalidArgument.status("a space name has no control characters"));
+    }
+    // The characters oCIS refuses in a space name, refused the same way.
+    if let Some(c) = name.chars().find(|c| FORBIDDEN_IN_SPACE_NAMES.contains(c)) {
+        return Err(ErrorKind::InvalidArgument.status(format!(
+            "a space name may not contain {c:?} (nor any of / \\ . : ? * \" > < |)"
+        )));
     }
     Ok(name)
 }
@@ -1455,5 +1475,14 @@ mod space_admin_tests {
         assert!(space_name(" ").is_err());
         assert!(space_name("a\tb").is_err(), "no control characters");
         assert!(space_name(&"x".repeat(256)).is_err());
+        for bad in [
+            "a/b", "a.b", "x:y", "why?", "a*", "\"q\"", "<>", "a|b", "a\\b",
+        ] {
+            assert!(space_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            space_name("Team – Q3 (2026)").ok(),
+            Some("Team – Q3 (2026)")
+        );
     }
 }

@@ -30,7 +30,7 @@ use crate::dates::{civil_from_days, days_from_civil};
 use crate::webdav::jail;
 
 use arca_proto::routes;
-use arca_proto::sharing::share_type::{GROUP, LINK, USER};
+use arca_proto::sharing::share_type::{GROUP, LINK, SPACE_GROUP, SPACE_USER, USER};
 use arca_proto::sharing::{Role, share_state};
 
 pub(super) fn routes(gateway: Channel) -> axum::Router {
@@ -428,6 +428,95 @@ async fn list(
     ocs.ok(Value::Array(out))
 }
 
+/// The reference of `path` inside the space `space_ref` names (`PROVIDER$SPACE`, or a resource
+/// id `PROVIDER$SPACE!NODE` of which the space is taken).
+fn in_space(space_ref: &str, path: &str) -> Ref {
+    let space_id = space_ref.split('!').next().unwrap_or_default();
+    Ref {
+        space_id: space_id.to_owned(),
+        path: format!("/{}", path.trim_start_matches('/')),
+        node_id: String::new(),
+    }
+}
+
+/// `shareType=7|8` with `space_ref`: oCIS's OCS way of adding a user or a group to a project
+/// space, with a `role` (manager, space-editor, space-viewer) or `permissions` (1 viewer, 15
+/// editor, 31 manager). The same membership as Graph's `root/invite`.
+async fn add_space_member(
+    ocs: Ocs,
+    gw: &Channel,
+    p: &HashMap<String, String>,
+    share_type: i32,
+) -> Response {
+    let Some(space_ref) = p.get("space_ref").filter(|v| !v.is_empty()) else {
+        return bad(ocs, "a space membership needs space_ref");
+    };
+    let Some(share_with) = p.get("shareWith").filter(|v| !v.is_empty()) else {
+        return bad(ocs, "please specify shareWith");
+    };
+    let role = match (p.get("role"), p.get("permissions")) {
+        (Some(role), _) if !role.is_empty() => Role::for_space(role),
+        (_, Some(bits)) if !bits.is_empty() => arca_proto::sharing::ROLES
+            .into_iter()
+            .filter(|r| r.space_only)
+            .find(|r| bits.parse::<u32>().is_ok_and(|b| b == r.permissions)),
+        _ => Some(arca_proto::sharing::SPACE_VIEWER),
+    };
+    let Some(role) = role else {
+        return bad(
+            ocs,
+            "a space member's role is manager, space-editor or space-viewer (permissions 31, 15 or 1)",
+        );
+    };
+    let (kind, member) = if share_type == SPACE_USER {
+        let user = UsersClient::new(gw.clone())
+            .get_user(GetUserRequest {
+                id: String::new(),
+                username: share_with.clone(),
+            })
+            .await;
+        ("user", user.map(|u| u.into_inner().id))
+    } else {
+        let group = UsersClient::new(gw.clone())
+            .get_group(GetGroupRequest {
+                id: String::new(),
+                display_name: share_with.clone(),
+            })
+            .await;
+        ("group", group.map(|g| g.into_inner().id))
+    };
+    let member = match member {
+        Ok(id) => id,
+        Err(s) if ErrorKind::of(&s) == ErrorKind::NotFound => {
+            return ocs.error(code::NOT_FOUND, &format!("no such {kind} {share_with:?}"));
+        }
+        Err(s) => return failure(ocs, &s),
+    };
+    let space_id = in_space(space_ref, "").space_id;
+    let set = arca_proto::storage_client(gw.clone())
+        .set_space_member(SetSpaceMemberRequest {
+            space_id: space_id.clone(),
+            member: Some(SpaceMember {
+                kind: kind.to_owned(),
+                id: member,
+                role: role.name.to_owned(),
+                created_ns: 0,
+            }),
+        })
+        .await;
+    match set {
+        Ok(m) => ocs.ok(json!({
+            "id": format!("{}:{}", if kind == "group" { "g" } else { "u" }, m.get_ref().id),
+            "share_type": share_type,
+            "share_with": share_with,
+            "permissions": role.permissions,
+            "role": role.name,
+            "space_id": space_id,
+        })),
+        Err(s) => failure(ocs, &s),
+    }
+}
+
 /// `POST …/shares`.
 async fn create(
     ocs: Ocs,
@@ -438,13 +527,16 @@ async fn create(
     body: Bytes,
 ) -> Response {
     let p = params(query.as_deref(), &headers, &body);
-    let Some(path) = p.get("path").filter(|v| !v.is_empty()) else {
-        return bad(ocs, "please specify a file or folder path");
-    };
     let share_type = match p.get("shareType").map(|v| v.parse::<i32>()) {
         Some(Ok(t @ (USER | GROUP | LINK))) => t,
+        Some(Ok(t @ (SPACE_USER | SPACE_GROUP))) => {
+            return add_space_member(ocs, &gw, &p, t).await;
+        }
         Some(_) => return bad(ocs, "unknown share type"),
         None => return bad(ocs, "please specify a shareType"),
+    };
+    let Some(path) = p.get("path").filter(|v| !v.is_empty()) else {
+        return bad(ocs, "please specify a file or folder path");
     };
     let share_with = p.get("shareWith").cloned().unwrap_or_default();
     if share_type != LINK && share_with.is_empty() {
@@ -459,14 +551,19 @@ async fn create(
         Some(Some(t)) => t,
         Some(None) => return bad(ocs, "invalid expireDate, use YYYY-MM-DD or RFC 3339"),
     };
-    let r = match reference(&gw, path).await {
-        Ok(r) => r,
-        Err(_) => {
-            return ocs.error(
-                code::PATH_NOT_FOUND,
-                "wrong path, file/folder doesn't exist",
-            );
-        }
+    let r = match p.get("space_ref").filter(|v| !v.is_empty()) {
+        // A file or folder of a project space: oCIS's clients name the space and the path in
+        // it.
+        Some(space) => in_space(space, path),
+        None => match reference(&gw, path).await {
+            Ok(r) => r,
+            Err(_) => {
+                return ocs.error(
+                    code::PATH_NOT_FOUND,
+                    "wrong path, file/folder doesn't exist",
+                );
+            }
+        },
     };
     let created = SharingClient::new(gw.clone())
         .create_share(CreateShareRequest {
