@@ -148,6 +148,50 @@ with sync_playwright() as pw:
     check(row(page, "q4.txt").locator("button[aria-label^='Share']").count() == 0, "sharing offered in a space")
     status, _, _ = dav("PROPFIND", "plans", {"Depth": "0"})
     check(status == 404, f"the space's folder landed in the personal files: {status}")
+
+    step("a space made in the app: alice added as an editor, made a viewer, then the space disabled, restored, deleted")
+    page.click("#view-spaces")
+    page.click("#space-new")
+    page.fill("#space-new-name", "Room & Co")
+    page.fill("#space-new-description", "made in the app")
+    page.press("#space-new-name", "Enter")
+    room = page.locator("#space-list tr[data-name='Room & Co']")
+    expect(room).to_contain_text("made in the app")
+    room_id = [d["id"] for d in json.loads(http("GET", "/graph/v1.0/me/drives", {"Authorization": kit.BASIC})[2])["value"] if d["name"] == "Room & Co"][0]
+    perms = f"/graph/v1beta1/drives/{urllib.parse.quote(room_id)}/root/permissions"
+
+    def members():
+        value = json.loads(http("GET", perms, {"Authorization": kit.BASIC})[2])["value"]
+        return {p["grantedToV2"].get("user", p["grantedToV2"].get("group", {})).get("displayName"): p["roles"][0] for p in value}
+
+    room.locator("button[aria-label='Members of Room & Co']").click()
+    page.locator("#dialog select[aria-label='Role of new members']").select_option(label="Can edit")
+    page.fill("#member-search", "ali")
+    page.locator("#dialog .share-result", has_text="Alice Liddell").click()
+    expect(page.locator("#status")).to_have_text("Added Alice Liddell.")
+    check(members().get("Alice Liddell") == "58c63c02-1d89-4572-916a-870abc5a1b7d", f"alice is not an editor: {members()}")
+    status, _, _ = http("PUT", f"/dav/spaces/{urllib.parse.quote(room_id)}/alice.txt", {"Authorization": kit.basic("alice", ALICE_PASSWORD)}, b"hi")
+    check(status == 201, f"alice, an editor, cannot write: {status}")
+    page.locator("#dialog select[aria-label^='Role of Alice']").select_option(label="Can view")
+    expect(page.locator("#status")).to_have_text("Alice Liddell now has another role.")
+    check(members().get("Alice Liddell") == "a8d5fe5e-96e3-418d-825b-534dbdf22b99", f"alice is not a viewer: {members()}")
+    status, _, _ = http("PUT", f"/dav/spaces/{urllib.parse.quote(room_id)}/alice.txt", {"Authorization": kit.basic("alice", ALICE_PASSWORD)}, b"again")
+    check(status == 403, f"alice, a viewer, still writes: {status}")
+    page.locator("#dialog-buttons button", has_text="Close").click()
+    room.locator("button", has_text="Disable").click()
+    page.locator("#dialog-buttons button", has_text="Disable").click()
+    expect(room).to_contain_text("disabled")
+    status, _, _ = http("GET", f"/dav/spaces/{urllib.parse.quote(room_id)}/alice.txt", {"Authorization": kit.basic("alice", ALICE_PASSWORD)})
+    check(status == 404, f"alice still reads a disabled space: {status}")
+    room.locator("button", has_text="Restore").click()
+    expect(room.locator("a.file-name")).to_have_count(1)
+    room.locator("button", has_text="Disable").click()
+    page.locator("#dialog-buttons button", has_text="Disable").click()
+    room.locator("button", has_text="Delete").click()
+    page.locator("#dialog-buttons button", has_text="Delete").click()
+    expect(room).to_have_count(0)
+    status, _, _ = http("GET", f"/graph/v1.0/drives/{urllib.parse.quote(room_id)}", {"Authorization": kit.BASIC})
+    check(status == 404, f"the deleted space is still there: {status}")
     page.click("#view-files")
     expect(row(page, "Project")).to_have_count(1)
 

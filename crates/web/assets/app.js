@@ -11,6 +11,7 @@ import { wireTrash, refreshTrash, showBurst, showUsage } from "./view-trash.js";
 import { wireTokens, refreshTokens } from "./view-tokens.js";
 import { showShare, refreshSharedWithMe, refreshSharedByMe } from "./view-share.js";
 import { wireAdmin, refreshAdmin } from "./view-admin.js";
+import { wireSpaces, refreshSpaces } from "./view-spaces.js";
 import { h, icon, kind, formatSize, formatDate, announce, byName } from "./ui.js";
 import { Rows } from "./rows.js";
 
@@ -194,7 +195,7 @@ const REFRESH = {
   "shared-with": refreshSharedWithMe,
   "shared-by": refreshSharedByMe,
   admin: refreshAdmin,
-  spaces: refreshSpaces,
+  spaces: () => refreshSpaces(spaceNames),
 };
 
 async function route() {
@@ -224,31 +225,6 @@ async function route() {
     await refresh();
   }
   $("main").focus({ preventScroll: true });
-}
-
-/** The Spaces view: the project spaces the user may open (Graph's drives), each a link. */
-async function refreshSpaces() {
-  let drives = [];
-  try {
-    const resp = await api.request("GET", "/graph/v1.0/me/drives");
-    if (!resp.ok) throw await api.failure(resp, "Cannot list the spaces");
-    drives = (await resp.json()).value.filter((d) => d.driveType === "project");
-  } catch (e) {
-    if (e.status !== 401) announce(e.message, "error");
-  }
-  drives.sort((a, b) => byName(a.name, b.name));
-  for (const d of drives) spaceNames.set(d.id, d.name);
-  const rows = drives.map((d) =>
-    h(
-      "tr",
-      { dataset: { name: d.name } },
-      h("td", { class: "col-name" }, h("a", { class: "file-name", href: `#/spaces/${encodeURIComponent(d.id)}/` }, icon("folder"), h("span", {}, d.name))),
-      h("td", { class: "col-size" }, formatSize(d.quota?.used ?? null)),
-      h("td", { class: "col-location" }, d.description || ""),
-    ),
-  );
-  document.querySelector("#space-list tbody").replaceChildren(...rows);
-  $("space-none").hidden = rows.length > 0;
 }
 
 async function refresh() {
@@ -684,6 +660,8 @@ function wire() {
   wireTrash(route);
   wireTokens();
   wireAdmin();
+  wireSpaces();
+  window.addEventListener("arca:spaces-changed", () => refreshSpaces(spaceNames));
   $("select-all").addEventListener("change", onSelectAll);
   $("sel-move").addEventListener("click", () => onTransfer("MOVE"));
   $("sel-copy").addEventListener("click", () => onTransfer("COPY"));
