@@ -83,7 +83,7 @@ async fn the_page_its_files_and_the_session_on_the_wire() -> anyhow::Result<()> 
     assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
     assert!(page.header("www-authenticate").is_none());
 
-    // Its files under the content hash: cached for good, gzip when asked.
+    // Its files under the content hash: cached for good, compressed when asked.
     let plain = arca_tests::get(addr, "/", &[]).await?;
     assert!(plain.header("content-encoding").is_none());
     let html = plain.text();
@@ -103,8 +103,25 @@ async fn the_page_its_files_and_the_session_on_the_wire() -> anyhow::Result<()> 
         js.header("cache-control"),
         Some("public, max-age=31536000, immutable")
     );
-    assert_eq!(js.header("content-encoding"), Some("gzip"));
+    // Brotli where the browser takes it (every browser does: the browser tests load the app
+    // this way), else gzip; each smaller than the last.
+    assert_eq!(js.header("content-encoding"), Some("br"));
     assert!(js.header("content-security-policy").is_some());
+    let gz = arca_tests::get(
+        addr,
+        &format!("/app/{hash}/app.js"),
+        &[("accept-encoding", "gzip")],
+    )
+    .await?;
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let raw = arca_tests::get(addr, &format!("/app/{hash}/app.js"), &[]).await?;
+    assert!(
+        js.body.len() < gz.body.len() && gz.body.len() < raw.body.len(),
+        "br {} B, gzip {} B, raw {} B",
+        js.body.len(),
+        gz.body.len(),
+        raw.body.len()
+    );
     let stale = arca_tests::get(addr, "/app/0000000000000000/app.js", &[]).await?;
     assert_eq!(stale.status, 404);
 

@@ -1,6 +1,6 @@
 //! Embeds the web app: reads `assets/`, hashes all of it into one content hash (the URL
-//! segment that lets browsers cache the files for a year), writes each file and its gzip form
-//! into `OUT_DIR`, and generates the table `src/lib.rs` includes.
+//! segment that lets browsers cache the files for a year), writes each file and its gzip and
+//! brotli forms into `OUT_DIR`, and generates the table `src/lib.rs` includes.
 //!
 //! One hash for the whole app, not one per file: the ES modules import each other by relative
 //! paths (`./dav.js`), which only resolve to current files if they all live under the same
@@ -70,14 +70,17 @@ fn run() -> Result<(), String> {
         };
         let raw = dir.join(format!("{i}.raw"));
         let gz = dir.join(format!("{i}.gz"));
+        let br = dir.join(format!("{i}.br"));
         std::fs::write(&raw, &bytes).map_err(|e| e.to_string())?;
         std::fs::write(&gz, gzip(&bytes)?).map_err(|e| e.to_string())?;
+        std::fs::write(&br, brotli(&bytes)?).map_err(|e| e.to_string())?;
         let _ = writeln!(
             table,
-            "    Asset {{ name: {rel:?}, content_type: {:?}, raw: include_bytes!({:?}), gzip: include_bytes!({:?}) }},",
+            "    Asset {{ name: {rel:?}, content_type: {:?}, raw: include_bytes!({:?}), gzip: include_bytes!({:?}), brotli: include_bytes!({:?}) }},",
             content_type(rel)?,
             raw.display().to_string(),
             gz.display().to_string(),
+            br.display().to_string(),
         );
     }
     let _ = writeln!(table, "];");
@@ -103,6 +106,18 @@ fn collect(root: &Path, dir: &Path, into: &mut Vec<String>) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// Brotli at its best quality: made once per build, read by every browser.
+fn brotli(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: 11,
+        lgwin: 22,
+        ..Default::default()
+    };
+    brotli::BrotliCompress(&mut &bytes[..], &mut out, &params).map_err(|e| e.to_string())?;
+    Ok(out)
 }
 
 fn gzip(bytes: &[u8]) -> Result<Vec<u8>, String> {
