@@ -145,9 +145,41 @@ with sync_playwright() as pw:
     in_space = f"/dav/spaces/{urllib.parse.quote(space)}/plans/q4.txt"
     status, _, body = http("GET", in_space, {"Authorization": kit.BASIC})
     check((status, body) == (200, b"the space's plan"), f"GET {in_space}: {status} {body[:80]!r}")
-    check(row(page, "q4.txt").locator("button[aria-label^='Share']").count() == 0, "sharing offered in a space")
+    # Shared from inside the space, with alice: the panel lists the share, alice receives it.
+    row(page, "q4.txt").locator("button[aria-label='Share q4.txt']").click()
+    page.fill("#share-search", "lidd")
+    page.locator(".share-result", has_text="Alice Liddell").click()
+    expect(page.locator(".share-list li[data-with='alice']")).to_have_count(1)
+    page.locator("#dialog-buttons button", has_text="Close").click()
+    status, _, raw = http(
+        "GET",
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json&shared_with_me=true&state=all",
+        {"Authorization": kit.basic("alice", ALICE_PASSWORD), "OCS-APIREQUEST": "true"},
+    )
+    received = [s.get("file_target", "") for s in json.loads(raw)["ocs"]["data"]] if status == 200 else []
+    check(any(t.endswith("q4.txt") for t in received), f"alice did not receive q4.txt: {status} {received}")
+    row(page, "q4.txt").locator("button[aria-label='Share q4.txt']").click()
+    page.get_by_role("button", name="Stop sharing with Alice Liddell").click()
+    expect(page.locator(".share-list li[data-with='alice']")).to_have_count(0)
+    page.locator("#dialog-buttons button", has_text="Close").click()
     status, _, _ = dav("PROPFIND", "plans", {"Depth": "0"})
     check(status == 404, f"the space's folder landed in the personal files: {status}")
+
+    step("the space's trash: q4.txt deleted in the space, found under Trash of Team Space, restored")
+    page.get_by_role("button", name="Delete q4.txt").click()
+    expect(row(page, "q4.txt")).to_have_count(0)
+    page.click("#view-trash")
+    expect(page.locator("#trash-of-field")).to_be_visible()
+    check(page.locator("#trash-list tbody tr").filter(has_text="q4.txt").count() == 0, "the space's item is in the personal trash")
+    page.locator("#trash-of").select_option(label="Team Space")
+    item = page.locator("#trash-list tbody tr").filter(has_text="q4.txt")
+    expect(item).to_have_count(1)
+    expect(item).to_contain_text("/plans")
+    item.get_by_role("button", name="Restore q4.txt").click()
+    expect(page.locator("#status")).to_have_text("Restored q4.txt to /plans/q4.txt.")
+    status, _, body = http("GET", in_space, {"Authorization": kit.BASIC})
+    check((status, body) == (200, b"the space's plan"), f"restored {in_space}: {status} {body[:80]!r}")
+    page.locator("#trash-of").select_option(label="My files")
 
     step("a space made in the app: alice added as an editor, made a viewer, then the space disabled, restored, deleted")
     page.click("#view-spaces")

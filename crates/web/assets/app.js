@@ -331,14 +331,11 @@ function row(entry) {
           { type: "button", class: "icon-button", "aria-label": `Versions of ${entry.name}`, onclick: () => showVersions(entry) },
           icon("versions", 18),
         ),
-    // Sharing from project spaces is by the space's members (not yet here).
-    state.root
-      ? null
-      : h(
-          "button",
-          { type: "button", class: "icon-button", "aria-label": `Share ${entry.name}`, onclick: () => showShare(entry, path) },
-          icon("share", 18),
-        ),
+    h(
+      "button",
+      { type: "button", class: "icon-button", "aria-label": `Share ${entry.name}`, onclick: () => showShare(entry, path, state.root?.space) },
+      icon("share", 18),
+    ),
     h(
       "button",
       { type: "button", class: "icon-button", "aria-label": `Rename ${entry.name}`, onclick: () => startRename(entry, tr) },

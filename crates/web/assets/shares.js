@@ -73,12 +73,12 @@ export async function sharees(search, folder) {
   return out;
 }
 
-/** The shares and links the user made of `path`. */
-export async function sharesOf(path) {
-  return ocs("GET", "/shares", { path, reshares: "true" });
+/** The shares and links the user made of `path` (in the project space `space`, if given). */
+export async function sharesOf(path, space) {
+  return ocs("GET", "/shares", { path, reshares: "true", ...(space ? { space_ref: space } : {}) });
 }
 
-/** Shares `path` (`type`: user, group or link) with `options` (shareWith, permissions, password, expireDate, name). */
+/** Shares `path` (`type`: user, group or link) with `options` (shareWith, permissions, password, expireDate, name; space_ref for a project space's item). */
 export async function create(path, type, options) {
   const params = { path, shareType: String(type) };
   for (const [k, v] of Object.entries(options)) if (v !== undefined && v !== "") params[k] = String(v);

@@ -8,8 +8,21 @@ import { url as fileUrl } from "./dav.js";
 const DAV = "DAV:";
 const OC = "http://owncloud.org/ns";
 
-function trashUrl(user, key = "") {
-  return `/remote.php/dav/trash-bin/${encodeURIComponent(user)}/${key ? encodeURIComponent(key) : ""}`;
+/** The trash of `root`: a user's personal space (their name) or a project space ({space}). */
+function trashUrl(root, key = "") {
+  const item = key ? encodeURIComponent(key) : "";
+  if (typeof root === "object" && root.space) return `/remote.php/dav/spaces/trash-bin/${encodeURIComponent(root.space)}/${item}`;
+  return `/remote.php/dav/trash-bin/${encodeURIComponent(root)}/${item}`;
+}
+
+/** A URL path decoded, to compare paths however their characters were escaped. */
+function decodedPath(href) {
+  const path = new URL(href, location.origin).pathname.replace(/\/$/, "");
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 
 function prop(el, ns, name) {
@@ -37,9 +50,9 @@ const TRASH_BODY = `<?xml version="1.0" encoding="utf-8"?>
 <oc:trashbin-original-filename/><oc:trashbin-original-location/><oc:trashbin-delete-timestamp/>
 <oc:size/><d:resourcetype/></d:prop></d:propfind>`;
 
-/** The trash: [{key, name, location (no leading slash), deleted (ms), size, folder}]. */
-export async function listTrash(user) {
-  const root = trashUrl(user);
+/** The trash of `owner` (see trashUrl): [{key, name, location (no leading slash), deleted (ms), size, folder}]. */
+export async function listTrash(owner) {
+  const root = trashUrl(owner);
   const doc = await multistatus(
     await request("PROPFIND", root, {
       headers: { Depth: "1", "Content-Type": "application/xml; charset=utf-8" },
@@ -50,7 +63,7 @@ export async function listTrash(user) {
   const items = [];
   for (const r of doc.getElementsByTagNameNS(DAV, "response")) {
     const href = prop(r, DAV, "href");
-    if (new URL(href, location.origin).pathname === root) continue;
+    if (decodedPath(href) === decodedPath(root)) continue;
     const seconds = Number(prop(r, OC, "trashbin-delete-timestamp"));
     items.push({
       key: lastSegment(href),
@@ -69,9 +82,9 @@ export async function listTrash(user) {
  * name is taken again and `replace` is false (the server never overwrites unasked), or
  * "no-parent" when the folder it came from is gone.
  */
-export async function restore(user, key, to, replace = false) {
-  const destination = new URL(fileUrl(user, to), location.origin).href;
-  const resp = await request("MOVE", trashUrl(user, key), {
+export async function restore(owner, key, to, replace = false) {
+  const destination = new URL(fileUrl(owner, to), location.origin).href;
+  const resp = await request("MOVE", trashUrl(owner, key), {
     headers: { Destination: destination, Overwrite: replace ? "T" : "F" },
   });
   if (resp.status === 201 || resp.status === 204) return "done";
@@ -81,14 +94,14 @@ export async function restore(user, key, to, replace = false) {
 }
 
 /** Deletes one trash item for good (its bytes are freed). */
-export async function purge(user, key) {
-  const resp = await request("DELETE", trashUrl(user, key));
+export async function purge(owner, key) {
+  const resp = await request("DELETE", trashUrl(owner, key));
   if (resp.status !== 204 && resp.status !== 200) throw await failure(resp, "Cannot delete for good");
 }
 
 /** Empties the whole trash. */
-export async function emptyTrash(user) {
-  const resp = await request("DELETE", trashUrl(user));
+export async function emptyTrash(owner) {
+  const resp = await request("DELETE", trashUrl(owner));
   if (resp.status !== 204 && resp.status !== 200) throw await failure(resp, "Cannot empty the trash");
 }
 

@@ -38,7 +38,8 @@ function dateInput(value, label, onchange) {
 }
 
 /** The share panel of `entry` at `path` (in the user's files). */
-export async function showShare(entry, path) {
+/** The share panel of `entry` at `path`, in the user's files or the project space `space`. */
+export async function showShare(entry, path, space) {
   const folder = entry.folder;
   const people = h("ul", { class: "share-list", "aria-label": "People and groups with access" });
   const links = h("ul", { class: "share-list", "aria-label": "Public links" });
@@ -57,7 +58,7 @@ export async function showShare(entry, path) {
   const reload = async () => {
     let list = [];
     try {
-      list = await shares.sharesOf(path);
+      list = await shares.sharesOf(path, space);
     } catch (e) {
       return announce(e.message, "error");
     }
@@ -122,6 +123,7 @@ export async function showShare(entry, path) {
     search.value = "";
     try {
       await shares.create(path, found.type, {
+        space_ref: space,
         shareWith: found.with,
         permissions: newRole.value,
         expireDate: newExpiry.value,
@@ -174,6 +176,7 @@ export async function showShare(entry, path) {
   const createLink = async () => {
     try {
       const made = await shares.create(path, TYPE.link, {
+        space_ref: space,
         permissions: linkRole.value,
         password: linkPassword.value,
         expireDate: linkExpiry.value,

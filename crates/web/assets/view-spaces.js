@@ -42,6 +42,16 @@ async function myId() {
   return me.id;
 }
 
+/** The project spaces the user manages and that are in use: [{id, name}] (their trash is theirs to see). */
+export async function managedSpaces() {
+  const id = await myId();
+  const drives = (await graph("GET", "/me/drives")).value;
+  return drives
+    .filter((d) => d.driveType === "project" && d.root?.deleted?.state !== "trashed" && manages(d, id))
+    .map((d) => ({ id: d.id, name: d.name }))
+    .sort((a, b) => byName(a.name, b.name));
+}
+
 /** Whether user `id` manages the drive (its root.permissions name them a Manager). */
 function manages(d, id) {
   return (d.root?.permissions || []).some((p) => p.roles?.includes(MANAGER) && p.grantedToV2?.user?.id === id);

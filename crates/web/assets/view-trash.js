@@ -6,18 +6,42 @@ import * as dav from "./dav.js";
 import * as undo from "./undo.js";
 import { ask } from "./dialog.js";
 import { h, icon, formatSize, formatDate, announce } from "./ui.js";
+import { managedSpaces } from "./view-spaces.js";
 
 const $ = (id) => document.getElementById(id);
 
 /** What shows the current view again once a burst was restored (the app's router). */
 let onChange = async () => {};
 
-const trashState = { items: [] };
+/** `owner`: whose trash is shown (the user's name, or {space} of a space they manage). */
+const trashState = { items: [], owner: null };
+
+/** The trash shown: the user's own, or that of the space picked above the list. */
+function owner() {
+  const picked = $("trash-of").value;
+  return picked ? { space: picked } : api.session.current.user;
+}
+
+/** The spaces whose trash the user may see (those they manage), as choices above the list. */
+async function offerSpaces() {
+  let spaces = [];
+  try {
+    spaces = await managedSpaces();
+  } catch {
+    // Only the user's own trash is offered.
+  }
+  const select = $("trash-of");
+  const picked = select.value;
+  select.replaceChildren(h("option", { value: "" }, "My files"), ...spaces.map((d) => h("option", { value: d.id }, d.name)));
+  select.value = spaces.some((d) => d.id === picked) ? picked : "";
+  $("trash-of-field").hidden = spaces.length === 0;
+}
 
 export async function refreshTrash() {
-  const me = api.session.current;
+  await offerSpaces();
+  trashState.owner = owner();
   try {
-    trashState.items = await undo.listTrash(me.user);
+    trashState.items = await undo.listTrash(trashState.owner);
   } catch (e) {
     trashState.items = [];
     if (e.status !== 401) announce(e.message, "error");
@@ -58,13 +82,13 @@ function trashRow(item) {
  * folder it came from that is gone is made again.
  */
 async function restoreItem(item) {
-  const me = api.session.current;
+  const from = trashState.owner;
   let to = `/${item.location}`;
   try {
-    let outcome = await undo.restore(me.user, item.key, to);
+    let outcome = await undo.restore(from, item.key, to);
     if (outcome === "no-parent") {
-      await dav.mkdirs(me.user, dav.parent(to));
-      outcome = await undo.restore(me.user, item.key, to);
+      await dav.mkdirs(from, dav.parent(to));
+      outcome = await undo.restore(from, item.key, to);
     }
     if (outcome === "taken") {
       const choice = await ask(
@@ -77,11 +101,11 @@ async function restoreItem(item) {
         ],
       );
       if (choice === "replace") {
-        outcome = await undo.restore(me.user, item.key, to, true);
+        outcome = await undo.restore(from, item.key, to, true);
       } else if (choice === "keep") {
-        const taken = new Set((await dav.list(me.user, dav.parent(to))).map((e) => e.name));
+        const taken = new Set((await dav.list(from, dav.parent(to))).map((e) => e.name));
         to = dav.join(dav.parent(to), dav.freeName(item.name, taken));
-        outcome = await undo.restore(me.user, item.key, to);
+        outcome = await undo.restore(from, item.key, to);
       } else {
         return announce(`${item.name} stays in the trash.`);
       }
@@ -101,7 +125,7 @@ async function purgeItem(item) {
   ]);
   if (choice !== "purge") return;
   try {
-    await undo.purge(api.session.current.user, item.key);
+    await undo.purge(trashState.owner, item.key);
     announce(`Deleted ${item.name} for good.`);
   } catch (e) {
     announce(e.message, "error");
@@ -117,7 +141,7 @@ async function onEmptyTrash() {
   ]);
   if (choice !== "empty") return;
   try {
-    await undo.emptyTrash(api.session.current.user);
+    await undo.emptyTrash(trashState.owner);
     announce("The trash is empty.");
   } catch (e) {
     announce(e.message, "error");
@@ -214,6 +238,7 @@ function onBurstDismiss() {
 export function wireTrash(changed) {
   onChange = changed;
   $("trash-empty").addEventListener("click", onEmptyTrash);
+  $("trash-of").addEventListener("change", refreshTrash);
   $("burst-restore").addEventListener("click", onBurstRestore);
   $("burst-dismiss").addEventListener("click", onBurstDismiss);
 }

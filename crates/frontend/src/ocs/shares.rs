@@ -385,7 +385,11 @@ async fn list(
     let subfiles = truthy(p.get("subfiles"));
     let mut folder = None;
     if let Some(path) = p.get("path").filter(|v| !v.is_empty()) {
-        let r = match reference(&gw, path).await {
+        let r = match p.get("space_ref").filter(|v| !v.is_empty()) {
+            Some(space) => Ok(in_space(space, path)),
+            None => reference(&gw, path).await,
+        };
+        let r = match r {
             Ok(r) => r,
             Err(_) => {
                 return ocs.error(
