@@ -739,3 +739,90 @@ async fn depth_one_children_carry_the_ids_checksums_and_owner_asked_for() -> any
     }
     Ok(())
 }
+
+/// Paths as deep as `storage-users.max_depth` (512 by default) work for every method; one
+/// segment deeper, or a path longer than `max_path_bytes`, is refused with 400 and one line
+/// naming the limit: never a 500, never the database's words.
+#[tokio::test]
+async fn paths_work_to_the_depth_limit_and_are_refused_past_it() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server =
+        InProcess::ready(&dir, PASSWORD, &[("storage-users.max_path_bytes", "4000")]).await?;
+    let a = server.public.as_str();
+    // 511 folders, then a file: 512 segments.
+    let mut path = String::new();
+    for _ in 0..511 {
+        path.push_str("/x");
+        let r = dav(a, "MKCOL", &format!("{ROOT}{path}"), &[], "").await?;
+        assert_eq!(
+            r.status,
+            201,
+            "MKCOL at {} segments: {}",
+            path.len() / 2,
+            r.text()
+        );
+    }
+    let file = format!("{ROOT}{path}/f.txt");
+    let put = dav(a, "PUT", &file, &[], "at the limit").await?;
+    assert_eq!(put.status, 201, "{}", put.text());
+    let got = dav(a, "GET", &file, &[], "").await?;
+    assert_eq!((got.status, got.text().as_str()), (200, "at the limit"));
+    let listed = dav(
+        a,
+        "PROPFIND",
+        &format!("{ROOT}{path}/"),
+        &[("depth", "1")],
+        "",
+    )
+    .await?;
+    assert_eq!(listed.status, 207, "{}", listed.text());
+    assert!(listed.text().contains("f.txt"));
+    let moved = format!("{ROOT}{path}/g.txt");
+    let r = dav(a, "MOVE", &file, &[("destination", &moved)], "").await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+
+    // One segment past it: refused, naming the limit, for reads and writes alike.
+    let past = format!("{ROOT}{path}/x/f.txt");
+    for (method, body) in [("PUT", "x"), ("GET", ""), ("PROPFIND", ""), ("MKCOL", "")] {
+        let target = if method == "MKCOL" {
+            format!("{ROOT}{path}/x/y")
+        } else {
+            past.clone()
+        };
+        let r = dav(a, method, &target, &[("depth", "0")], body).await?;
+        assert_eq!(r.status, 400, "{method} past the limit: {}", r.text());
+        assert!(
+            r.text()
+                .contains("deeper than 512 segments (storage-users.max_depth)"),
+            "{method}: {}",
+            r.text()
+        );
+    }
+    let r = dav(
+        a,
+        "MOVE",
+        &format!("{ROOT}{path}/g.txt"),
+        &[("destination", &past)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 400, "MOVE past the limit: {}", r.text());
+
+    // Longer than max_path_bytes, though shallow.
+    let long = format!(
+        "{ROOT}/{}/{}",
+        "n".repeat(250),
+        vec!["m".repeat(250); 16].join("/")
+    );
+    let r = dav(a, "PUT", &long, &[], "x").await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("longer than 4000 bytes (storage-users.max_path_bytes)"),
+        "{}",
+        r.text()
+    );
+    let t = r.text().to_lowercase();
+    assert!(!t.contains("sql") && !t.contains("select "), "{t}");
+    Ok(())
+}

@@ -487,6 +487,9 @@ pub struct StorageSection {
     /// Only storage-users has the key (`storage-users.personal_quota`): always `None` for
     /// storage-system, which has no personal spaces.
     pub personal_quota: Option<u64>,
+    /// How deep and long a path may be (`storage-users.max_depth`, `max_path_bytes`); `None`
+    /// for storage-system, which takes no paths from clients.
+    pub paths: Option<PathLimits>,
     /// Resumable (TUS) uploads (`storage-users.uploads`): always `None` for storage-system,
     /// which takes no uploads from clients.
     pub uploads: Option<UploadsConfig>,
@@ -567,11 +570,21 @@ impl fmt::Debug for StorageSection {
             .field("database", &self.database.as_ref().map(|_| "<redacted>"))
             .field("blobs", &self.blobs)
             .field("personal_quota", &self.personal_quota)
+            .field("paths", &self.paths)
             .field("uploads", &self.uploads)
             .field("database_max_connections", &self.database_max_connections)
             .field("provisioning", &self.provisioning)
             .finish()
     }
+}
+
+/// The deepest and longest path a storage service takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathLimits {
+    /// Segments.
+    pub max_depth: u32,
+    /// Bytes of the whole path.
+    pub max_bytes: u32,
 }
 
 /// Where a storage service keeps file contents (YAML `blobs.kind`).

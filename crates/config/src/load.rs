@@ -18,9 +18,9 @@ use config::{FileFormat, Format, Map, Source, Value, ValueKind};
 use crate::keys::DefaultValue::{Text, Unset};
 use crate::keys::{Key, Part, default_of, join, key_of_env, keys};
 use crate::{
-    BlobsConfig, Config, ConfigError, EventsKind, OidcWebLogin, Origin, Problem, ProxyOidc,
-    ProxyTls, RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig, TrashConfig,
-    UploadsConfig, VersionsConfig, WorkLimits,
+    BlobsConfig, Config, ConfigError, EventsKind, OidcWebLogin, Origin, PathLimits, Problem,
+    ProxyOidc, ProxyTls, RegistryKind, S3Config, SERVICE_NAMES, StorageSection, TransportConfig,
+    TrashConfig, UploadsConfig, VersionsConfig, WorkLimits,
 };
 
 /// Values from command-line flags, in order (later wins), built by the binary: e.g.
@@ -435,6 +435,11 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             /// Quota of each new personal space: 10GiB, 500MB (1000-based) or bytes; unset or
             /// 0 = unlimited.
             "personal_quota" = unset, env "ARCA_STORAGE_USERS_PERSONAL_QUOTA";
+            /// The deepest path taken, in segments: deeper ones are refused (400) naming it.
+            "max_depth" = "512";
+            /// The longest path taken, in bytes (UTF-8, as stored): longer ones are refused
+            /// (400) naming it.
+            "max_path_bytes" = "32768";
         });
         (SPACE_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
         (BLOBS.keys)(&join(prefix, "blobs"), out);
@@ -447,6 +452,10 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             endpoint: t.field("endpoint").endpoint()?,
             database: t.field("database").optional_database_url()?,
             personal_quota: t.field("personal_quota").optional_size()?,
+            paths: Some(PathLimits {
+                max_depth: t.field("max_depth").positive_integer()?,
+                max_bytes: t.field("max_path_bytes").positive_integer()?,
+            }),
             database_max_connections: t.field("database_max_connections").optional_count()?,
             provisioning: Some(t.section("provisioning", SPACE_PROVISIONING.read)?),
             uploads: Some(t.section("uploads", UploadsConfig::PART.read)?),
@@ -476,6 +485,7 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             endpoint: t.field("endpoint").endpoint()?,
             database: t.field("database").optional_database_url()?,
             personal_quota: None,
+            paths: None,
             database_max_connections: t.field("database_max_connections").optional_count()?,
             provisioning: None,
             uploads: None,

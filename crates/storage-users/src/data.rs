@@ -33,7 +33,9 @@ pub(crate) fn store_error(e: StoreError) -> Response {
         return error(code, "no space left on the storage");
     }
     if code == StatusCode::INTERNAL_SERVER_ERROR {
+        // The details (a statement, a path) are for the log, not the client.
         tracing::error!(error = %e, "data path failure");
+        return error(code, "the storage failed; the server's log has the details");
     }
     error(code, e)
 }

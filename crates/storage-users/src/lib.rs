@@ -201,6 +201,10 @@ impl Service for StorageUsers {
                     files: u64::from(trash.burst.items),
                     window: trash.burst.window,
                 },
+                paths: section.paths.unwrap_or(arca_config::PathLimits {
+                    max_depth: 512,
+                    max_bytes: 32 << 10,
+                }),
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();

@@ -83,6 +83,8 @@ pub(crate) struct Provider {
     pub(crate) events: arca_runtime::events::Outbox,
     /// When removals make a burst (`storage-users.trash.burst`).
     pub(crate) bursts: arca_store_files::BurstRules,
+    /// The deepest and longest path taken (`storage-users.max_depth`, `max_path_bytes`).
+    pub(crate) paths: arca_config::PathLimits,
 }
 
 /// `Node.shared_permissions` for the caller: 0 for the space's owner, who may do everything;
@@ -96,10 +98,23 @@ fn shared_bits(perm: &Perm, space: &StoreSpace, who: &Identity) -> u32 {
     }
 }
 
-/// Path segments of a `Ref.path`; the frontend already refused `.`/`..` and friends, this is
-/// the provider's own line of defence.
-fn segments(path: &str) -> Result<Vec<&str>, Status> {
+/// Path segments of a `Ref.path`, within `limits` (`storage-users.max_depth` and
+/// `max_path_bytes`: past them one line names the limit, 400); the frontend already refused
+/// `.`/`..` and friends, this is the provider's own line of defence.
+fn segments(path: &str, limits: arca_config::PathLimits) -> Result<Vec<&str>, Status> {
+    if path.len() > limits.max_bytes as usize {
+        return Err(ErrorKind::InvalidArgument.status(format!(
+            "the path is longer than {} bytes (storage-users.max_path_bytes)",
+            limits.max_bytes
+        )));
+    }
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.len() > limits.max_depth as usize {
+        return Err(ErrorKind::InvalidArgument.status(format!(
+            "the path is deeper than {} segments (storage-users.max_depth)",
+            limits.max_depth
+        )));
+    }
     if segs.iter().any(|s| *s == "." || *s == "..") {
         return Err(ErrorKind::InvalidArgument.status("path segments . and .. are not allowed"));
     }
@@ -292,7 +307,7 @@ impl Provider {
             // The caller's own home, where a client's plain paths point: its owner may do
             // everything there, so space and node come in one round trip. A miss takes the
             // general way below, which creates a missing home and tells what is missing.
-            let path = join(&segments(&r.path)?);
+            let path = join(&segments(&r.path, self.paths)?);
             if let Some((space, node)) = self
                 .store
                 .resolve_personal(&who.id, &path)
@@ -303,7 +318,7 @@ impl Provider {
             }
         }
         let (space, access) = self.space_access(who, &r.space_id).await?;
-        let segs = segments(&r.path)?;
+        let segs = segments(&r.path, self.paths)?;
         let path = join(&segs);
         // Coverage first: outside a share, what exists and what does not look the same.
         let perm = access.at(&path).ok_or_else(not_found)?;
@@ -341,7 +356,7 @@ impl Provider {
             return Err(ErrorKind::InvalidArgument.status("a new resource is named by path"));
         }
         let (space, access) = self.space_access(who, &r.space_id).await?;
-        let segs = segments(&r.path)?;
+        let segs = segments(&r.path, self.paths)?;
         let Some((name, parents)) = segs.split_last() else {
             return Err(ErrorKind::PermissionDenied.status("the space root cannot be replaced"));
         };
@@ -390,7 +405,7 @@ impl Provider {
         if !r.node_id.is_empty() || !r.space_id.is_empty() || !principals::is_user(&who.id) {
             return Ok(None);
         }
-        let segs = segments(&r.path)?;
+        let segs = segments(&r.path, self.paths)?;
         let Some(name) = segs.last() else {
             return Ok(None);
         };
@@ -1003,7 +1018,7 @@ impl Storage for Provider {
         let r = req.get_ref().r#ref.as_ref();
         let rr = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
         let (space, access) = self.space_access(who, &rr.space_id).await?;
-        let path = join(&segments(&rr.path)?);
+        let path = join(&segments(&rr.path, self.paths)?);
         // Outside what the caller may read, nothing exists and nothing is locked.
         if access.at(&path).is_none_or(|p| p.here & grants::READ == 0) {
             return Ok(Response::new(GetLocksResponse::default()));

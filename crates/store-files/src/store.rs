@@ -518,17 +518,33 @@ impl Store {
                 .filter(Node::is_root)
                 .ok_or(StoreError::NotFound);
         }
-        // Safe: the statement is built from constants and the depth; every name is bound.
-        let sql = sqlx::AssertSqlSafe(resolve_sql(segs.len(), false));
-        let mut q = sqlx::query(sql).bind(space_id);
-        for seg in &segs {
-            q = q.bind(*seg);
+        // A path at most JOIN_SEGMENTS deep in one statement; a deeper one in statements of
+        // that many segments each, every one going on from the directory the last one found.
+        // No statement grows with the depth (a database joins a bounded number of tables:
+        // SQLite 64).
+        let mut at: Option<Node> = None;
+        for (i, chunk) in segs.chunks(JOIN_SEGMENTS).enumerate() {
+            let from = match &at {
+                None => space_id,
+                Some(dir) if dir.is_dir() => dir.id.as_str(),
+                // A file on the way: nothing below it.
+                Some(_) => return Err(StoreError::NotFound),
+            };
+            // Safe: the statement is built from constants and the depth; every name is bound.
+            let sql = sqlx::AssertSqlSafe(resolve_sql_from(chunk.len(), i == 0));
+            let mut q = sqlx::query(sql).bind(from);
+            for seg in chunk {
+                q = q.bind(*seg);
+            }
+            let row = q.fetch_optional(&mut *c).await?;
+            at = Some(
+                row.as_ref()
+                    .map(node_from_row)
+                    .transpose()?
+                    .ok_or(StoreError::NotFound)?,
+            );
         }
-        let row = q.fetch_optional(&mut *c).await?;
-        row.as_ref()
-            .map(node_from_row)
-            .transpose()?
-            .ok_or(StoreError::NotFound)
+        at.ok_or(StoreError::NotFound)
     }
 
     /// [`resolve`](Self::resolve) in `owner`'s personal space, with the space, in one round
@@ -557,6 +573,10 @@ impl Store {
         path: &str,
     ) -> Result<Option<(Space, Node)>> {
         let segs = segments(path)?;
+        if segs.len() > JOIN_SEGMENTS {
+            // Deeper than one statement goes: the general way resolves it piecewise.
+            return Ok(None);
+        }
         let mut c = self.read_conn().await?;
         // Safe: the statement is built from constants and the depth; every value is bound.
         let sql = sqlx::AssertSqlSafe(resolve_sql(segs.len(), true));
@@ -587,6 +607,10 @@ impl Store {
         let Some((name, parents)) = segs.split_last() else {
             return Ok(None);
         };
+        if parents.len() > JOIN_SEGMENTS {
+            // Deeper than one statement goes: the general way resolves it piecewise.
+            return Ok(None);
+        }
         let mut c = self.read_conn().await?;
         // Safe: the statement is built from constants and the depth; every value is bound.
         let sql = sqlx::AssertSqlSafe(entry_sql(parents.len()));
@@ -728,6 +752,17 @@ fn unpack_children(mut rest: &str, dir_id: &str) -> Option<Vec<Node>> {
     }
 }
 
+/// Path segments one resolving statement joins at most; deeper paths take several statements.
+/// Well under SQLite's 64 tables per join, with the personal form's space and the entry
+/// form's child beside them.
+const JOIN_SEGMENTS: usize = 32;
+
+/// [`resolve_sql`] for `depth` segments below node `$1`: a space's root (`$1` the space id)
+/// when `from_root`, else any directory (a deep path's next piece).
+fn resolve_sql_from(depth: usize, from_root: bool) -> String {
+    resolve_sql_anchored(depth, false, from_root)
+}
+
 /// How many columns `space_cols!` selects.
 const SPACE_COLS: usize = 9;
 
@@ -795,6 +830,11 @@ fn lock_error(path: &std::path::Path, e: std::io::Error) -> StoreError {
 /// ([`Store::resolve_personal`]). The statement is the same for every path of one depth, so
 /// the driver's statement cache keeps one per depth in use.
 fn resolve_sql(depth: usize, personal: bool) -> String {
+    resolve_sql_anchored(depth, personal, true)
+}
+
+/// [`resolve_sql`]; without `at_root`, `$1` may be any node (not only a root).
+fn resolve_sql_anchored(depth: usize, personal: bool, at_root: bool) -> String {
     use std::fmt::Write as _;
     let dir = NodeKind::Dir.to_db();
     let mut sql = String::from("SELECT ");
@@ -832,7 +872,11 @@ fn resolve_sql(depth: usize, personal: bool) -> String {
     if personal {
         sql.push_str(" WHERE s.owner = $1 AND s.kind = 'personal' AND n.parent_id IS NULL");
     } else {
-        sql.push_str(" WHERE n.id = $1 AND n.parent_id IS NULL");
+        sql.push_str(if at_root {
+            " WHERE n.id = $1 AND n.parent_id IS NULL"
+        } else {
+            " WHERE n.id = $1"
+        });
     }
     // Every node on the way but the last is a directory.
     let _ = write!(sql, " AND n.kind = {dir}");

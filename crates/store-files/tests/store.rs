@@ -77,6 +77,7 @@ scenarios!(
     resolutions_follow_every_change,
     cached_listings_follow_every_change,
     space_members_and_disabling,
+    deep_paths_resolve_piecewise,
 );
 
 /// `default_personal_quota` (`storage-users.personal_quota` in the config) is the quota of every

@@ -33,7 +33,9 @@ impl StoreError {
     }
 
     /// The gRPC status: [`StoreError::kind`] with the error's own words (a full disk says so
-    /// without its path). Failures of the store itself are logged here, once.
+    /// without its path). Failures of the store itself are logged here, once, and say nothing
+    /// of themselves to the caller: a database's or a file system's text (statements, paths)
+    /// is for the log, which the request id in the answer's headers finds.
     pub fn status(&self) -> Status {
         let kind = self.kind();
         if self.is_storage_full() {
@@ -42,6 +44,7 @@ impl StoreError {
         }
         if kind == ErrorKind::Internal {
             tracing::error!(error = %self, "storage failure");
+            return kind.status("the storage failed; the server's log has the details");
         }
         kind.status(self.to_string())
     }
