@@ -14,7 +14,12 @@ const JSON: (&str, &str) = ("content-type", "application/json");
 
 /// Every service in this process, the admin's password `drives-secret`, and user bob.
 async fn start(dir: &TempDir) -> anyhow::Result<InProcess> {
-    let server = InProcess::ready(dir, "drives-secret", &[]).await?;
+    start_with(dir, &[]).await
+}
+
+/// [`start`] with `settings` (another database).
+async fn start_with(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<InProcess> {
+    let server = InProcess::ready(dir, "drives-secret", settings).await?;
     let bob = send(
         &server.public,
         "POST",
@@ -486,12 +491,27 @@ impl Connection {
 /// gone for its members at once.
 #[tokio::test]
 async fn project_drive_members_and_their_roles() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    members_and_roles(server.public.as_str()).await
+}
+
+/// The same on PostgreSQL (storage-users' metadata, memberships included).
+#[tokio::test]
+async fn project_drive_members_and_their_roles_on_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = arca_tests::Postgres::start(&dir).await?;
+    let server = start_with(&dir, &[("storage-users.database", pg.url.as_str())]).await?;
+    members_and_roles(server.public.as_str()).await?;
+    drop(server);
+    drop(pg);
+    Ok(())
+}
+
+async fn members_and_roles(a: &str) -> anyhow::Result<()> {
     const MANAGER: &str = "312c0871-5ef7-4b3a-85b6-0e4074c64049";
     const EDITOR: &str = "58c63c02-1d89-4572-916a-870abc5a1b7d";
     const VIEWER: &str = "a8d5fe5e-96e3-418d-825b-534dbdf22b99";
-    let dir = TempDir::new();
-    let server = start(&dir).await?;
-    let a = server.public.as_str();
     let (vic, ed, gus, out) = (
         user(a, "vic").await?,
         user(a, "ed").await?,
@@ -647,6 +667,60 @@ async fn project_drive_members_and_their_roles() -> anyhow::Result<()> {
         status("DELETE", file.clone(), vic_auth.clone(), "").await?,
         403
     );
+    let dest = |to: &str| format!("http://{a}{root}/{to}");
+    let r = send(
+        a,
+        "MOVE",
+        &file,
+        &[
+            ("authorization", &vic_auth),
+            ("destination", &dest("moved.txt")),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 403, "a viewer moves: {}", r.text());
+    let r = send(
+        a,
+        "COPY",
+        &file,
+        &[
+            ("authorization", &vic_auth),
+            ("destination", &dest("copy.txt")),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(
+        r.status,
+        403,
+        "a viewer copies into the space: {}",
+        r.text()
+    );
+    let r = send(
+        a,
+        "COPY",
+        &file,
+        &[
+            ("authorization", &ed_auth),
+            ("destination", &dest("copy.txt")),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 201, "an editor copies: {}", r.text());
+    let r = send(
+        a,
+        "MOVE",
+        &dest("copy.txt"),
+        &[
+            ("authorization", &ed_auth),
+            ("destination", &dest("moved.txt")),
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 201, "an editor moves: {}", r.text());
     for auth in [&ed_auth, &gus_auth] {
         assert_eq!(
             status("PUT", file.clone(), auth.clone(), "edited").await?,
