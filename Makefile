@@ -78,8 +78,9 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Benchmarks (crates/bench): transport, process, files, auth, split, undo, in that order; all but
-# transport run target/release/arca. `auth` (Basic vs an OIDC Bearer token, 4 KiB GETs) and
+# Benchmarks (crates/bench): transport, process, files, auth, split, undo, thumbnails, web, in
+# that order; all but transport run target/release/arca. `auth` (Basic vs an OIDC Bearer token,
+# 4 KiB GETs) and
 # `split` (WebDAV GET/PROPFIND on one process vs a pod over unix sockets vs processes over tcp,
 # as ratios) use wrk, which `files` installs; `auth` uses openssl for its key. One section:
 # `cargo run --release -p arca-bench -- split`.

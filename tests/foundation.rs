@@ -25,7 +25,7 @@ async fn all_in_one_becomes_ready_serves_status_and_stops_in_order() -> anyhow::
 
     let ready = arca.wait_ready(WITHIN).await?;
     let services = ready["services"].as_object().expect("services map");
-    assert_eq!(services.len(), 6, "{ready}");
+    assert_eq!(services.len(), all_services().len(), "{ready}");
     for name in all_services() {
         assert_eq!(ready["services"][name], "ready", "{name}: {ready}");
     }

@@ -40,6 +40,13 @@ fn dependencies(service: &str) -> &'static [&'static str] {
         .map_or(&[], |e| e.dependencies)
 }
 
+/// Whether `caller` calls `service`: a dependency, or an optional call
+/// (`arca_host::OPTIONAL_CALLS`), which is routed the same but waited for by nobody.
+fn calls(caller: &str, service: &str) -> bool {
+    dependencies(caller).contains(&service)
+        || arca_host::OPTIONAL_CALLS.contains(&(caller, service))
+}
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -409,11 +416,7 @@ fn check(manifests: &Manifests, scratch: &TempDir) -> anyhow::Result<BTreeMap<St
         for service in &group.config.services {
             let endpoint = group.config.endpoint(service).context("endpoint")?;
             let called_from_outside = groups.values().any(|g| {
-                g.name != group.name
-                    && g.config
-                        .services
-                        .iter()
-                        .any(|s| dependencies(s).contains(&service.as_str()))
+                g.name != group.name && g.config.services.iter().any(|s| calls(s, service))
             });
             if !called_from_outside {
                 // Services of one pod talk in memory.
@@ -427,13 +430,14 @@ fn check(manifests: &Manifests, scratch: &TempDir) -> anyhow::Result<BTreeMap<St
             headless_wanted.insert(format!("{RELEASE}-arca-{}", group.name));
             for dep_of in groups.values().filter(|g| g.name != group.name) {
                 for caller in &dep_of.config.services {
-                    if !dependencies(caller).contains(&service.as_str()) {
+                    if !calls(caller, service) {
                         continue;
                     }
                     match check_route(dep_of, service, group, manifests)? {
                         Route::Service { name, ready_only } => {
                             headless_wanted.insert(name);
-                            if ready_only {
+                            // An optional call never holds its caller's readiness.
+                            if ready_only && dependencies(caller).contains(&service.as_str()) {
                                 waits.entry(&dep_of.name).or_default().insert(&group.name);
                             }
                         }
@@ -792,6 +796,26 @@ fn the_charts_service_table_is_the_catalog() -> anyhow::Result<()> {
         })
         .collect();
     assert_eq!(chart_deps, catalog_deps, "the chart's $deps table");
+
+    // `$optional := dict` the same way: arca_host::OPTIONAL_CALLS.
+    let start = helpers
+        .find("$optional := dict")
+        .context("_helpers.tpl has no `$optional := dict`")?;
+    let table = &helpers[start..];
+    let table = &table[..table.find("-}}").context("`$optional` does not end")?];
+    let mut chart_optional = BTreeSet::new();
+    for line in table.lines().skip(1) {
+        let names = quoted(line);
+        let (name, callees) = names.split_first().context("an empty `$optional` line")?;
+        for callee in callees {
+            chart_optional.insert((name.clone(), callee.clone()));
+        }
+    }
+    let optional: BTreeSet<(String, String)> = arca_host::OPTIONAL_CALLS
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    assert_eq!(chart_optional, optional, "the chart's $optional table");
     Ok(())
 }
 
@@ -822,7 +846,7 @@ fn lint_passes_for_every_value_set() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn defaults_give_four_groups_wired_by_dns_that_arca_runs() -> anyhow::Result<()> {
+async fn defaults_give_five_groups_wired_by_dns_that_arca_runs() -> anyhow::Result<()> {
     let helm = Helm::new();
     let scratch = TempDir::new();
     let manifests = helm.render(&[])?;
@@ -833,6 +857,7 @@ async fn defaults_give_four_groups_wired_by_dns_that_arca_runs() -> anyhow::Resu
             ("frontend", &["frontend", "gateway", "sharing"]),
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
+            ("thumbnails", &["thumbnails"]),
         ],
         &groups,
     );
@@ -936,6 +961,7 @@ async fn all_in_one_runs_serves_logs_in_and_stops_within_its_grace() -> anyhow::
                 "proxy",
                 "frontend",
                 "gateway",
+                "thumbnails",
                 "storage-users",
                 "storage-system",
                 "sharing",
@@ -1022,6 +1048,7 @@ async fn scale_values_use_nats_postgres_s3_and_autoscale() -> anyhow::Result<()>
             ("frontend", &["frontend", "gateway", "sharing"]),
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
+            ("thumbnails", &["thumbnails"]),
         ],
         &groups,
     );
@@ -1210,14 +1237,15 @@ fn values_that_cannot_work_are_refused_naming_the_value() -> anyhow::Result<()> 
 fn other_groupings_and_the_static_registry_are_wired_as_consistently() -> anyhow::Result<()> {
     let helm = Helm::new();
     let scratch = TempDir::new();
-    // The same four groups, found through registry.static instead of DNS.
+    // The same five groups, found through registry.static instead of DNS.
     let manifests = helm.render(&["--set", "registry.kind=static"])?;
     let groups = check(&manifests, &scratch)?;
     assert_eq!(
         groups["frontend"].config.registry.kind,
         RegistryKind::Static
     );
-    // Three groups of a custom layout: the web tier in one pod, each storage in its own.
+    // Four groups of a custom layout: the web tier in one pod, each storage and previews in
+    // their own.
     let manifests = helm.render(&[
         "--set",
         "groups.proxy.enabled=false",
@@ -1234,6 +1262,7 @@ fn other_groupings_and_the_static_registry_are_wired_as_consistently() -> anyhow
             ("web", &["proxy", "frontend", "gateway", "sharing"]),
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
+            ("thumbnails", &["thumbnails"]),
         ],
         &groups,
     );

@@ -111,16 +111,21 @@ The deployment plan, as JSON: {"groups": {NAME: {...}}, "owner": {SERVICE: GROUP
 */}}
 {{- define "arca.model" -}}
 {{- $root := . -}}
-{{- $all := list "proxy" "frontend" "gateway" "storage-users" "storage-system" "sharing" -}}
+{{- $all := list "proxy" "frontend" "gateway" "thumbnails" "storage-users" "storage-system" "sharing" -}}
 {{- /* Who calls whom: keep in step with each service's Service::dependencies (tests/helm.rs
 runs the binary on the rendered files, which refuses a config missing a dependency). */ -}}
 {{- $deps := dict
     "proxy" (list "frontend" "storage-system")
     "frontend" (list "gateway" "storage-users")
     "gateway" (list "storage-users" "storage-system" "sharing")
+    "thumbnails" (list "storage-users")
     "storage-users" (list "sharing")
     "storage-system" (list)
     "sharing" (list "storage-system") -}}
+{{- /* Calls that are no dependency (arca_host::OPTIONAL_CALLS, checked by tests/helm.rs): the
+callee gets a port and the caller a route to it, but the caller's readiness never waits for it. */ -}}
+{{- $optional := dict
+    "gateway" (list "thumbnails") -}}
 {{- $groups := dict -}}
 {{- $owner := dict -}}
 {{- range $name, $raw := .Values.groups -}}
@@ -167,7 +172,7 @@ runs the binary on the rendered files, which refuses a config missing a dependen
 {{- range $callerGroup, $other := $groups -}}
 {{- if ne $callerGroup $name -}}
 {{- range $caller := $other.services -}}
-{{- if and (has $svc (get $deps $caller)) (not (has $svc $exported)) -}}
+{{- if and (or (has $svc (get $deps $caller)) (has $svc (get $optional $caller | default list))) (not (has $svc $exported)) -}}
 {{- $exported = append $exported $svc -}}
 {{- end -}}
 {{- end -}}
@@ -278,6 +283,16 @@ sharing, not frontend -> storage-users. Values leaving a cycle of ready-only edg
 {{- fail (printf "groups.%s: its pods would wait for their own readiness through %s (services calling each other across groups); group those services together" $name (join ", " (without (get $ready $name | sortAlpha) $name))) -}}
 {{- end -}}
 {{- end -}}
+{{- /* Optional calls last: routes to ready pods, no part of the readiness above. */ -}}
+{{- range $name, $g := $groups -}}
+{{- range $svc := $g.services -}}
+{{- range $callee := get $optional $svc | default list -}}
+{{- if not (has $callee $g.services) -}}
+{{- $_ := set $g.remote $callee (get $owner $callee) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- dict "groups" $groups "owner" $owner "public" (get $owner "proxy") | toJson -}}
 {{- end -}}
 
@@ -295,7 +310,7 @@ environment (ARCA_IDENTITY_SECRET, ARCA_ADMIN_PASSWORD, ARCA_STORAGE_*_DATABASE,
 {{- fail (printf "config.%s: set by the chart; use the chart's values (groups, ports, shutdown, registry, identity) instead" $key) -}}
 {{- end -}}
 {{- end -}}
-{{- range $svc := list "proxy" "frontend" "gateway" "storage-users" "storage-system" "sharing" -}}
+{{- range $svc := list "proxy" "frontend" "gateway" "thumbnails" "storage-users" "storage-system" "sharing" -}}
 {{- range $c := list $v.config $g.config -}}
 {{- if and (hasKey $c $svc) (hasKey (get $c $svc) "endpoint") -}}
 {{- fail (printf "config.%s.endpoint: set by the chart from groups and ports" $svc) -}}

@@ -22,6 +22,8 @@
 //! - `undo`: the trash and versions through the same binary: DELETE of a 100,000-file folder
 //!   and its bulk restore, PROPFIND of a 10,000-item trash and of 1,000 versions, and the 4 KiB
 //!   overwrite rate with versions on as a ratio of versions off.
+//! - `thumbnails`: previews per second of 4-megapixel JPEGs through the same binary with two
+//!   render workers, each a render from the source, then the same previews from the cache.
 //! - `web`: the web app in a real browser (Chromium driven by crates/bench/web.py): bytes of
 //!   the first load, time to the first file list, time to open a folder of 10,000 entries, and
 //!   a 1 GiB upload through the page as a ratio of the same file by `curl -T`.
@@ -31,13 +33,15 @@
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|web]` (default `all`), in a release
+//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|thumbnails|web]` (default
+//! `all`), in a release
 //! build.
 
 mod auth;
 mod files;
 mod process;
 mod split;
+mod thumbnails;
 mod transport;
 mod undo;
 mod web;
@@ -45,25 +49,27 @@ mod wrk;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo|web]
+const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo|thumbnails|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
+  thumbnails previews/s of 4 MP JPEGs with 2 render workers: rendered, then cached
   web        the web app in Chromium: first load bytes, first list, 10,000-entry folder, upload
   all        all of them, in this order (the default)";
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "transport",
     "process",
     "files",
     "auth",
     "split",
     "undo",
+    "thumbnails",
     "web",
 ];
 
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
             "auth" => auth::run(&mut targets),
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
+            "thumbnails" => thumbnails::run(&mut targets),
             "web" => web::run(&mut targets),
             other => Err(anyhow::anyhow!("no section {other}")),
         };

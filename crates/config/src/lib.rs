@@ -34,10 +34,11 @@ pub use template::{generate_secret, init_template};
 /// (which builds the services and names their dependencies) lists the same names in the same
 /// order; its test `the_catalog_lists_every_configurable_service` holds the two together, since
 /// this crate cannot depend on the services it configures.
-const SERVICES: [(&str, EndpointOf); 6] = [
+const SERVICES: [(&str, EndpointOf); 7] = [
     ("proxy", |c| &c.proxy.endpoint),
     ("frontend", |c| &c.frontend.endpoint),
     ("gateway", |c| &c.gateway.endpoint),
+    ("thumbnails", |c| &c.thumbnails.endpoint),
     ("storage-users", |c| &c.storage_users.endpoint),
     ("storage-system", |c| &c.storage_system.endpoint),
     ("sharing", |c| &c.sharing.endpoint),
@@ -82,6 +83,7 @@ section! {
         storage_users as "storage-users": StorageSection = part(load::STORAGE_USERS),
         storage_system as "storage-system": StorageSection = part(load::STORAGE_SYSTEM),
         sharing: SharingSection = part(SharingSection::PART),
+        thumbnails: ThumbnailsSection = part(ThumbnailsSection::PART),
     }
 }
 
@@ -472,6 +474,47 @@ section! {
         auto_accept: bool = key("true", Field::boolean, env "ARCA_SHARING_AUTO_ACCEPT"),
     }
 }
+
+section! {
+    /// The thumbnails service: previews of images and text files (`?preview=1` on a file
+    /// URL), rendered on a bounded pool of workers and kept on disk under `data_dir`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ThumbnailsSection {
+        /// Where the thumbnails service listens.
+        endpoint: Endpoint = key("mem://thumbnails", Field::endpoint),
+        /// Previews rendered at once (each takes a core while it decodes); 0 = one per core.
+        workers: u32 = key("0", Field::count_or_zero, env "ARCA_THUMBNAILS_WORKERS"),
+        /// The sizes previews are made in, WIDTHxHEIGHT: a request is snapped up to the
+        /// smallest that holds it (oCIS's THUMBNAILS_RESOLUTIONS).
+        resolutions: Vec<(u32, u32)> = key(THUMBNAIL_RESOLUTIONS, load::resolutions, env "ARCA_THUMBNAILS_RESOLUTIONS"),
+        /// Sources larger than this get no preview (404), and no more of one is ever read:
+        /// 50MB, 1GiB or bytes.
+        max_source_size: u64 = key("50MB", load::positive_size),
+        /// Images with more pixels than this get no preview (404); their headers are read,
+        /// their pixels never decoded (decompression bombs).
+        max_source_pixels: u64 = key("50000000", load::positive_u64),
+        /// How long a request waits for its preview to be made; after that it is answered
+        /// 425 with Retry-After while the render goes on, so the retry finds it made.
+        render_wait: Duration = key("3s", Field::positive_duration),
+        /// Disk the kept previews may fill (under data_dir/thumbnails); the least recently
+        /// used go first: 1GiB, 500MB or bytes.
+        cache_size: u64 = key("1GiB", load::positive_size),
+    }
+}
+
+/// oCIS's default preview sizes (THUMBNAILS_RESOLUTIONS).
+const THUMBNAIL_RESOLUTIONS: [&str; 10] = [
+    "16x16",
+    "32x32",
+    "64x64",
+    "128x128",
+    "1080x1920",
+    "1920x1080",
+    "2160x3840",
+    "3840x2160",
+    "4320x7680",
+    "7680x4320",
+];
 
 /// A storage service: where it listens, which metadata database it uses, where storage-users'
 /// blobs live.

@@ -648,6 +648,49 @@ pub(crate) fn globs(field: &Field) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
+/// `thumbnails.resolutions`: `WIDTHxHEIGHT` items, both above 0, at least one.
+pub(crate) fn resolutions(field: &Field) -> Result<Vec<(u32, u32)>, ConfigError> {
+    let mut out = Vec::new();
+    for (raw, shown) in field.list()? {
+        let number = |s: &str| s.trim().parse::<u32>().ok().filter(|n| *n > 0);
+        let size = raw
+            .split_once(['x', 'X'])
+            .and_then(|(w, h)| Some((number(w)?, number(h)?)));
+        match size {
+            Some(size) => out.push(size),
+            None => {
+                return Err(field.error(Problem::NotOneOf {
+                    value: shown,
+                    allowed: "WIDTHxHEIGHT, both above 0",
+                }));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(field.error(Problem::Empty));
+    }
+    Ok(out)
+}
+
+/// A size in bytes above 0 (see [`parse_size`]).
+pub(crate) fn positive_size(field: &Field) -> Result<u64, ConfigError> {
+    field
+        .optional_size()?
+        .ok_or_else(|| field.error(Problem::Zero))
+}
+
+/// A whole number above 0 that may pass `u32` (a count of pixels).
+pub(crate) fn positive_u64(field: &Field) -> Result<u64, ConfigError> {
+    let (raw, shown) = field.scalar()?;
+    match raw.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(field.error(Problem::NotOneOf {
+            value: shown,
+            allowed: "a whole number above 0",
+        })),
+    }
+}
+
 /// A comma-separated list of `nats://` or `tls://` server URLs, trimmed.
 pub(crate) fn nats_urls(url: &Field) -> Result<String, ConfigError> {
     let (raw, shown) = url.scalar()?;
@@ -1325,6 +1368,26 @@ mod tests {
     }
 
     #[test]
+    fn thumbnail_resolutions_are_width_x_height() {
+        let config = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(config.thumbnails.resolutions.len(), 10);
+        assert_eq!(config.thumbnails.resolutions[0], (16, 16));
+        assert_eq!(config.thumbnails.resolutions[9], (7680, 4320));
+        let config = flags(&[("thumbnails.resolutions", "64x32, 640X480", "--set")]).unwrap();
+        assert_eq!(config.thumbnails.resolutions, vec![(64, 32), (640, 480)]);
+        for bad in ["64x0", "64", "x64", "axb"] {
+            let err = flags(&[("thumbnails.resolutions", bad, "--set")]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "thumbnails.resolutions: {bad:?} is not one of WIDTHxHEIGHT, both above 0 \
+                     (flag --set)"
+                )
+            );
+        }
+    }
+
+    #[test]
     fn defaults() {
         let config = load(None, [], Overrides::default()).unwrap();
         assert_eq!(config.source, None);
@@ -1551,7 +1614,7 @@ gateway: {endpoint: unix:///run/gw.sock}
         let err = flags(&[("services", "proxy,foo", "--services")]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"services: "foo" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (flag --services)"#
+            r#"services: "foo" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (flag --services)"#
         );
         assert_eq!(
             yaml_err("debug:\n  addr: [a, b]\n"),
@@ -1676,7 +1739,7 @@ gateway: {endpoint: unix:///run/gw.sock}
     fn static_registry_rules() {
         assert_eq!(
             yaml_err("registry: {static: {search: [tcp://a:1]}}"),
-            r#"registry.static.search: "search" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (config/arca.yaml)"#
+            r#"registry.static.search: "search" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (config/arca.yaml)"#
         );
         assert_eq!(
             yaml_err("registry: {static: {gateway: []}}"),
@@ -1749,7 +1812,7 @@ gateway: {endpoint: unix:///run/gw.sock}
         assert_eq!(config.registry.dns.interval, Duration::from_secs(2));
         assert_eq!(
             yaml_err("registry: {dns: {names: {search: 'a:1'}}}"),
-            r#"registry.dns.names.search: "search" is not a service (one of proxy, frontend, gateway, storage-users, storage-system, sharing) (config/arca.yaml)"#
+            r#"registry.dns.names.search: "search" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (config/arca.yaml)"#
         );
         assert_eq!(
             yaml_err("registry: {dns: {names: {gateway: 'gw.local'}}}"),

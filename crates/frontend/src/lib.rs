@@ -9,6 +9,8 @@
 //! - `tus`: resumable uploads; `chunking`: Nextcloud's chunked uploads; `public`: public links.
 //! - `trash_api`: bulk restore of a trash (`/api/v1/trash/restore`, what `arca trash` calls).
 //! - `archive`: folders and selections as one streamed ZIP (`/archiver`, a link's `/archive`).
+//! - `preview`: `?preview=1` on a file URL's GET or HEAD, an image made by the thumbnails
+//!   service.
 //! - the web app (`arca_web`), mounted at `/` as it is.
 //!
 //! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
@@ -28,6 +30,7 @@ mod failure;
 mod graph;
 mod headers;
 mod ocs;
+mod preview;
 mod public;
 mod trash_api;
 mod tus;

@@ -5,8 +5,9 @@
 //! routing costs no lookup. The caller's identity travels with the forwarded call and the
 //! provider checks it against the space on every call; the gateway refuses anonymous calls
 //! and operations spanning two providers before anything is forwarded (the providers are
-//! `arca_proto::ids::PROVIDERS`). The `Users` API is forwarded to storage-system the same way, so the frontend has one API to call, and the
-//! `Sharing` API to the sharing service (`sharing`: it stats what is to be shared first).
+//! `arca_proto::ids::PROVIDERS`). The `Users` API is forwarded to storage-system the same way, so the frontend has one API to call, the
+//! `Sharing` API to the sharing service (`sharing`: it stats what is to be shared first), and
+//! the `Thumbnails` API to the thumbnails service (`thumbnails`: it opens the source first).
 
 use arca_proto::ErrorKind;
 use arca_proto::ids::{HOME_PROVIDER, parse_node_id, parse_space_id};
@@ -21,6 +22,7 @@ use tonic::{Request, Response, Status};
 
 mod passthrough;
 mod sharing;
+mod thumbnails;
 
 /// The gateway service.
 pub struct Gateway;
@@ -41,9 +43,19 @@ impl Service for Gateway {
                     providers: ctx.providers(),
                 },
             };
+            // Previews: the source's transfer is made here, as the caller (see `thumbnails`).
+            let previews = thumbnails::ThumbnailsApi {
+                thumbnails: ctx.channel("thumbnails"),
+                storage: GatewayApi {
+                    providers: ctx.providers(),
+                },
+            };
             let typed = tonic::service::Routes::new(StorageServer::from_arc(api.clone()))
                 .add_service(UsersServer::new(users))
                 .add_service(arca_proto::v1::sharing_server::SharingServer::new(shares))
+                .add_service(arca_proto::v1::thumbnails_server::ThumbnailsServer::new(
+                    previews,
+                ))
                 .into_axum_router();
             let router = passthrough::routes(api).merge(typed);
             // Nothing of its own to open: the gateway holds no state, only routes calls.

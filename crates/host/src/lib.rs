@@ -22,7 +22,7 @@ pub use compose::HostError;
 
 /// Every service the `arca` binary can host, in start order for an all-in-one process. A new
 /// service is one entry here (and its crate).
-pub static CATALOG: [Entry; 6] = [
+pub static CATALOG: [Entry; 7] = [
     Entry {
         name: "proxy",
         // storage-system answers who a credential belongs to.
@@ -40,8 +40,17 @@ pub static CATALOG: [Entry; 6] = [
     },
     Entry {
         name: "gateway",
+        // Previews go to "thumbnails" too, an optional call (see OPTIONAL_CALLS).
         dependencies: &["storage-users", "storage-system", "sharing"],
         build: |_| Box::new(arca_gateway::Gateway),
+        check: Entry::no_check,
+    },
+    Entry {
+        name: "thumbnails",
+        // It reads sources from the providers' data path; the gateway hands it the transfer,
+        // made as the caller, so it calls no gateway back (no cycle).
+        dependencies: &["storage-users"],
+        build: |_| Box::new(arca_thumbnails::Thumbnails),
         check: Entry::no_check,
     },
     Entry {
@@ -65,6 +74,13 @@ pub static CATALOG: [Entry; 6] = [
         check: Entry::no_check,
     },
 ];
+
+/// Calls a service makes without depending on the callee, as (caller, callee): the caller
+/// starts and is ready without it, and answers what needs it as unavailable while it is
+/// away. The gateway's previews: a deployment that hosts no thumbnails service (the example
+/// configs that list their services) keeps every other API. Deployments that do host one
+/// route to it like to a dependency (the chart reads this list as `$optional`).
+pub static OPTIONAL_CALLS: [(&str, &str); 1] = [("gateway", "thumbnails")];
 
 /// Everything about `config` that can be known before anything binds, beyond what the config
 /// loader checked: the log filter, `mem://` names, whether every dependency this process does
@@ -120,7 +136,17 @@ fn check_reachability(config: &Config, catalog: &[Entry], hosted: &[Entry]) -> R
         .as_ref()
         .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
     // Identity tokens signed in one process are verified in another: both need the secret.
-    if config.identity.secret.is_none() && catalog.iter().any(|e| !config.hosts(e.name)) {
+    // A service only ever called optionally (thumbnails) may be left out of a single process
+    // (config/single.yaml lists the others): that alone is not a second process.
+    let optional_only = |name: &str| {
+        OPTIONAL_CALLS.iter().any(|(_, callee)| *callee == name)
+            && !catalog.iter().any(|e| e.dependencies.contains(&name))
+    };
+    if config.identity.secret.is_none()
+        && catalog
+            .iter()
+            .any(|e| !config.hosts(e.name) && !optional_only(e.name))
+    {
         return Err(format!(
             "identity.secret: required when services run in several processes (set it in every process's config or ARCA_IDENTITY_SECRET) ({source})"
         ));
@@ -315,5 +341,39 @@ mod tests {
                 );
             }
         }
+        for (caller, callee) in OPTIONAL_CALLS {
+            assert!(CATALOG.iter().any(|e| e.name == caller), "{caller}");
+            assert!(CATALOG.iter().any(|e| e.name == callee), "{callee}");
+        }
+    }
+
+    /// Leaving out a service only called optionally is still one process (no shared secret
+    /// needed); leaving out any other is a split that needs one.
+    #[test]
+    fn only_optional_services_may_be_left_out_without_a_secret() {
+        let config = |services: &str| {
+            let mut flags = arca_config::Overrides::default();
+            let origin = arca_config::Origin::Flag("test".into());
+            flags.push("services", services, origin);
+            arca_config::load(None, [], flags)
+        };
+        let Ok(without_previews) =
+            config("proxy,frontend,gateway,storage-users,storage-system,sharing")
+        else {
+            panic!("a valid config");
+        };
+        assert_eq!(check_reachability(&without_previews, &CATALOG, &[]), Ok(()));
+        let Ok(without_sharing) =
+            config("proxy,frontend,gateway,thumbnails,storage-users,storage-system")
+        else {
+            panic!("a valid config");
+        };
+        let refused = check_reachability(&without_sharing, &CATALOG, &[]);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("identity.secret")),
+            "{refused:?}"
+        );
     }
 }

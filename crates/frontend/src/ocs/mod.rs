@@ -306,6 +306,7 @@ fn capability_tree() -> Value {
             "full_text_search": false,
             "tags": false,
             "blacklisted_files": [],
+            "thumbnail": crate::preview::capability(),
             "tus_support": {
                 "version": "1.0.0",
                 "resumable": "1.0.0",

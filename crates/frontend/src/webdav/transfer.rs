@@ -64,6 +64,10 @@ pub(super) async fn get(
     req: Request,
     with_body: bool,
 ) -> Result<Response, Response> {
+    // `?preview=1`: an image of the file instead of its bytes (crate::preview).
+    if let Some(query) = crate::preview::wanted(req.uri().query()) {
+        return Ok(crate::preview::serve(&dav.gateway, loc.reference(), query, with_body).await);
+    }
     let what = InitiateDownloadRequest {
         r#ref: Some(loc.reference()),
         version_key: String::new(),
