@@ -968,6 +968,26 @@ impl Postgres {
             _server: server,
         })
     }
+
+    /// `pg_ctl restart -m MODE`: back when it returns.
+    pub async fn restart(&self, mode: &str) -> anyhow::Result<()> {
+        Ok(self._server.restart(mode).await?)
+    }
+
+    /// `pg_ctl stop -m MODE`; [`Postgres::start_again`] brings it back.
+    pub async fn stop(&self, mode: &str) -> anyhow::Result<()> {
+        Ok(self._server.stop(mode).await?)
+    }
+
+    pub async fn start_again(&self) -> anyhow::Result<()> {
+        Ok(self._server.start_again().await?)
+    }
+
+    /// A new empty database on this server, whose commits are durable when acknowledged
+    /// (the server's own default is not: see arca_test_servers): its URL.
+    pub async fn durable_database(&self) -> anyhow::Result<String> {
+        Ok(self._server.fresh_durable_database().await?)
+    }
 }
 
 /// moto's S3 server ([`arca_test_servers::Moto`]) with the buckets a test asked for; killed

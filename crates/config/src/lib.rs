@@ -539,6 +539,9 @@ pub struct StorageSection {
     /// Connections of the metadata database pool (`database_max_connections`); `None` = the
     /// store's default (8 for SQLite, 16 for PostgreSQL). Above zero.
     pub database_max_connections: Option<u32>,
+    /// How long calls that met the database out of reach are tried again (`database_retry`);
+    /// zero: never.
+    pub database_retry: Duration,
     /// Bounds on creating personal spaces at first login (`storage-users.provisioning`);
     /// always `None` for storage-system, which has no personal spaces.
     pub provisioning: Option<WorkLimits>,
@@ -616,6 +619,7 @@ impl fmt::Debug for StorageSection {
             .field("paths", &self.paths)
             .field("uploads", &self.uploads)
             .field("database_max_connections", &self.database_max_connections)
+            .field("database_retry", &self.database_retry)
             .field("provisioning", &self.provisioning)
             .finish()
     }

@@ -432,6 +432,9 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             /// Connections of the metadata database pool, the bound on this instance's
             /// concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.
             "database_max_connections" = unset;
+            /// How long a call that met its database out of reach (a restart, a failover) is
+            /// tried again before the client hears 503 with Retry-After; 0 = never.
+            "database_retry" = "15s";
             /// Quota of each new personal space: 10GiB, 500MB (1000-based) or bytes; unset or
             /// 0 = unlimited.
             "personal_quota" = unset, env "ARCA_STORAGE_USERS_PERSONAL_QUOTA";
@@ -457,6 +460,7 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
                 max_bytes: t.field("max_path_bytes").positive_integer()?,
             }),
             database_max_connections: t.field("database_max_connections").optional_count()?,
+            database_retry: t.field("database_retry").duration()?,
             provisioning: Some(t.section("provisioning", SPACE_PROVISIONING.read)?),
             uploads: Some(t.section("uploads", UploadsConfig::PART.read)?),
             blobs: Some(t.section("blobs", BLOBS.read)?),
@@ -478,6 +482,9 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             /// Connections of the metadata database pool, the bound on this instance's
             /// concurrent database work; unset = 8 for SQLite, 16 for PostgreSQL.
             "database_max_connections" = unset;
+            /// How long a call that met its database out of reach (a restart, a failover) is
+            /// tried again before the client hears 503 with Retry-After; 0 = never.
+            "database_retry" = "15s";
         });
     },
     read: |t| {
@@ -487,6 +494,7 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             personal_quota: None,
             paths: None,
             database_max_connections: t.field("database_max_connections").optional_count()?,
+            database_retry: t.field("database_retry").duration()?,
             provisioning: None,
             uploads: None,
             blobs: None,

@@ -42,6 +42,20 @@ const KINDS: [(ErrorKind, &str); 12] = [
 ];
 
 const METADATA_KEY: &str = "arca-error";
+/// Marks a failure that changed nothing and may succeed if the same call runs again shortly
+/// (a database that dropped or refused the connection): the service runs its idempotent calls
+/// again while they fail so (`arca_runtime::retry_unavailable`).
+pub const RETRYABLE: &str = "arca-retryable";
+
+/// [`ErrorKind::Unavailable`] with `message` and the [`RETRYABLE`] mark.
+pub fn retryable(message: impl Into<String>) -> Status {
+    let mut status = ErrorKind::Unavailable.status(message);
+    status
+        .metadata_mut()
+        .insert(RETRYABLE, tonic::metadata::MetadataValue::from_static("1"));
+    status
+}
+
 /// On a [`throttled`] refusal: the seconds the client waits (the frontend answers 429 with
 /// `Retry-After`).
 const RETRY_AFTER_KEY: &str = "arca-retry-after";

@@ -10,7 +10,7 @@ pub mod principals;
 pub mod routes;
 pub mod sharing;
 
-pub use error::{ErrorKind, retry_after, throttled};
+pub use error::{ErrorKind, RETRYABLE, retry_after, retryable, throttled};
 
 /// `arca.v1`: the probe every service serves and the storage API.
 pub mod v1 {

@@ -16,23 +16,27 @@ mod layers;
 mod lease;
 pub mod limit;
 pub mod password;
+mod retry;
 mod service;
 mod shutdown;
 mod supervisor;
 pub mod telemetry;
 mod throttle;
 mod token;
+mod watch;
 pub mod worker;
 
 pub use health::{Health, Report};
 pub use layers::{Caller, caller};
 pub use lease::{Lease, LeaseGuard, Leases};
 pub use limit::{Flight, Limiter, Limits, SingleFlight};
+pub use retry::retry_unavailable;
 pub use service::{Context, Entry, Providers, Service, ServiceError};
 pub use shutdown::Shutdown;
 pub use supervisor::{Outcome, StartError, Supervisor};
 pub use throttle::Throttle;
 pub use token::{IDENTITY_PURPOSE, Identity, Login, TokenError, TokenSigner};
+pub use watch::{Check, DependencyWatch, Readiness};
 pub use worker::{Schedule, State as WorkerState, Worker};
 
 /// Re-exported so services build routers and futures with the runtime's versions.

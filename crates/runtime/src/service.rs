@@ -133,6 +133,15 @@ impl Context {
         self.health.set_self_ready(self.name, true);
     }
 
+    /// The service's readiness, for background work that decides it later (see
+    /// [`crate::DependencyWatch`]).
+    pub fn readiness(&self) -> crate::Readiness {
+        crate::Readiness {
+            name: self.name,
+            health: self.health.clone(),
+        }
+    }
+
     /// Withdraws readiness, naming why; `/readyz` shows the reason.
     pub fn set_not_ready(&self, reason: impl Into<String>) {
         self.health.set_self_ready(self.name, false);

@@ -57,6 +57,23 @@ impl Service for StorageSystem {
                     ),
                 )
                 .into_axum_router();
+            // A database restart costs callers a wait, not an error (see the runtime's retry).
+            let router =
+                arca_runtime::retry_unavailable(router, ctx.config().storage_system.database_retry);
+            // `/readyz` follows the database: not ready while it is unreachable for longer than
+            // the calls meeting a loss are run again.
+            let watched = store.clone();
+            let check: arca_runtime::Check = Box::new(move || {
+                let store = watched.clone();
+                Box::pin(async move { store.ping().await.map_err(|e| e.to_string()) })
+            });
+            ctx.spawn_worker(arca_runtime::DependencyWatch::new(
+                "storage-system/database-watch",
+                "the metadata database",
+                check,
+                ctx.readiness(),
+                ctx.config().storage_system.database_retry,
+            ));
             ctx.set_ready();
             let result = ctx.serve(router).await;
             store.close().await;

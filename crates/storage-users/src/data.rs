@@ -32,6 +32,15 @@ pub(crate) fn store_error(e: StoreError) -> Response {
         tracing::error!(error = %e, "the blob or metadata store is full");
         return error(code, "no space left on the storage");
     }
+    if e.is_unavailable() {
+        tracing::warn!(error = %e, "the metadata database is unavailable");
+        let mut resp = error(code, "the metadata database is unavailable; retry shortly");
+        resp.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),
+        );
+        return resp;
+    }
     if code == StatusCode::INTERNAL_SERVER_ERROR {
         // The details (a statement, a path) are for the log, not the client.
         tracing::error!(error = %e, "data path failure");

@@ -27,6 +27,21 @@ use arca_runtime::{BoxFuture, Context, Schedule, Service, ServiceError, Worker, 
 use arca_store_files::{Store, StoreConfig};
 use axum::routing::{patch, post, put};
 
+/// `/readyz` follows the metadata database: not ready while it is unreachable for longer than
+/// `grace` (the calls meeting a shorter loss are run again and succeed).
+fn database_watch(
+    job: &'static str,
+    store: Store,
+    ctx: &Context,
+    grace: Duration,
+) -> arca_runtime::DependencyWatch {
+    let check: arca_runtime::Check = Box::new(move || {
+        let store = store.clone();
+        Box::pin(async move { store.ping().await.map_err(|e| e.to_string()) })
+    });
+    arca_runtime::DependencyWatch::new(job, "the metadata database", check, ctx.readiness(), grace)
+}
+
 /// How often orphaned blobs are looked for, and how old an unreferenced blob must be before it
 /// is removed (an upload in progress is young; a crashed one is not).
 const GC_INTERVAL: Duration = Duration::from_secs(600);
@@ -208,6 +223,8 @@ impl Service for StorageUsers {
             };
             let grpc = tonic::service::Routes::new(StorageServer::new(provider.clone()))
                 .into_axum_router();
+            // A database restart costs callers a wait, not an error (see the runtime's retry).
+            let grpc = arca_runtime::retry_unavailable(grpc, section.database_retry);
             let data = axum::Router::new()
                 .route("/data/{token}", put(data::upload).get(data::download))
                 .route(
@@ -238,6 +255,12 @@ impl Service for StorageUsers {
                 },
             });
 
+            ctx.spawn_worker(database_watch(
+                "storage-users/database-watch",
+                store.clone(),
+                &ctx,
+                section.database_retry,
+            ));
             ctx.set_ready();
             let result = ctx.serve(router).await;
             store.close().await;

@@ -79,6 +79,9 @@ pub struct StoreConfig {
     /// or removed for good. Explicit removals choose themselves: [`Store::trash`] or
     /// [`Store::delete`].
     pub trash: bool,
+    /// How long the writer tries a batch again that failed before its commit because the
+    /// database was out of reach (a restart); zero: not at all.
+    pub write_retry: std::time::Duration,
 }
 
 impl StoreConfig {
@@ -104,6 +107,7 @@ impl StoreConfig {
         };
         let mut cfg = Self::with_blobs(db_url, blobs);
         cfg.max_db_connections = section.database_max_connections;
+        cfg.write_retry = section.database_retry;
         // `dir` is DATA_DIR/<service name>.
         if let Some(name) = dir.file_name() {
             cfg.name = name.to_string_lossy().into_owned();
@@ -121,6 +125,7 @@ impl StoreConfig {
             sole_writer: false,
             versions: None,
             trash: false,
+            write_retry: std::time::Duration::ZERO,
         }
     }
 }
@@ -183,7 +188,8 @@ impl Store {
             .then(|| resolved::Resolved::new(db.count_changes()));
         let db = Arc::new(db);
         let versions = cfg.versions.clone().map(Arc::new);
-        let committer = commit::Committer::spawn(Arc::clone(&db), versions.clone());
+        let committer =
+            commit::Committer::spawn(Arc::clone(&db), versions.clone(), cfg.write_retry);
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
@@ -197,6 +203,11 @@ impl Store {
                 trash: cfg.trash,
             }),
         })
+    }
+
+    /// Whether the metadata database answers now (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        self.db().ping().await
     }
 
     /// Closes the pool, waiting for connections in use to be returned.

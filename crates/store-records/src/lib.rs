@@ -124,6 +124,11 @@ impl Records {
         Ok(Records { db: Arc::new(db) })
     }
 
+    /// Whether the metadata database answers now (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        self.db().ping().await
+    }
+
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.db.close().await;

@@ -85,6 +85,9 @@ pub struct Db {
     changes: Option<Arc<AtomicU64>>,
 }
 
+/// How long a request waits for a PostgreSQL connection (see [`Db::open`]).
+const PG_ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Db {
     /// `name` labels the metrics (`store="NAME"`).
     pub async fn open(
@@ -107,7 +110,12 @@ impl Db {
                     .after_connect(|conn, _meta| Box::pin(sqlite_pragmas(conn)));
             }
             Dialect::Postgres => {
-                options = options.max_connections(max_connections.unwrap_or(16));
+                options = options
+                    .max_connections(max_connections.unwrap_or(16))
+                    // While the server is away (a restart, a failover) a request waits this
+                    // long for a connection, not sqlx's 30 s; the service then runs it again
+                    // within its `database_retry`, or answers 503.
+                    .acquire_timeout(PG_ACQUIRE_TIMEOUT);
             }
         }
         let pool = options.connect(url).await?;
@@ -153,6 +161,14 @@ impl Db {
             Some(readers) => readers.acquire().await,
             None => Ok(ReadConn::Pooled(self.pool.acquire().await?)),
         }
+    }
+
+    /// Whether the database answers now: one trivial statement on the pool (a connection made
+    /// if none is idle).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query("SELECT 1").execute(&mut *conn).await?;
+        Ok(())
     }
 
     /// Closes the pool and the idle reader connections.

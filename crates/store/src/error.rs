@@ -130,6 +130,38 @@ impl StoreError {
         false
     }
 
+    /// True when the metadata database could not be reached or dropped the connection under
+    /// the statement: a server restarting, failing over or refusing connections, a pool with
+    /// no connection free in time, SQLite busy past its timeout. Nothing of such a statement
+    /// took effect (a failed COMMIT aside, which its caller resolves), and the same request
+    /// may well succeed a moment later: the caller hears 503, never 500.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Db(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                // PostgreSQL (SQLSTATE, always 5 characters): class 08 (connection
+                // exception), 57P01-57P03 (admin or crash shutdown, cannot connect now), 53300
+                // (too many connections). SQLite (a number, at most 4 digits): 5 SQLITE_BUSY,
+                // 6 SQLITE_LOCKED, and their extended codes (the primary code in the low byte).
+                if code.len() == 5 {
+                    code.starts_with("08")
+                        || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+                } else {
+                    code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+                }
+            }),
+            _ => false,
+        }
+    }
+
     /// True when a database error is a unique-constraint violation (a lost creation race).
     pub fn is_unique_violation(&self) -> bool {
         matches!(self, StoreError::Db(sqlx::Error::Database(e)) if e.is_unique_violation())
@@ -139,6 +171,27 @@ impl StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_database_connection_is_unavailable_not_internal() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        for e in [
+            StoreError::Db(sqlx::Error::Io(reset)),
+            StoreError::Db(sqlx::Error::PoolTimedOut),
+            StoreError::Db(sqlx::Error::Protocol(
+                "expected to read 5 bytes, got 0 bytes at EOF".into(),
+            )),
+        ] {
+            assert!(e.is_unavailable(), "{e}");
+        }
+        for e in [
+            StoreError::NotFound,
+            StoreError::Db(sqlx::Error::RowNotFound),
+            StoreError::Corrupt("x".into()),
+        ] {
+            assert!(!e.is_unavailable(), "{e}");
+        }
+    }
 
     #[test]
     fn a_full_disk_is_found_under_the_blob_stores_error() {

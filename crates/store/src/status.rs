@@ -28,6 +28,8 @@ impl StoreError {
             | StoreError::Body(_) => ErrorKind::InvalidArgument,
             // A full disk answers like a full space (507), not as a server fault.
             _ if self.is_storage_full() => ErrorKind::QuotaExceeded,
+            // A database restarting or out of reach: try again shortly (503).
+            _ if self.is_unavailable() => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }
@@ -45,6 +47,11 @@ impl StoreError {
         if kind == ErrorKind::Internal {
             tracing::error!(error = %self, "storage failure");
             return kind.status("the storage failed; the server's log has the details");
+        }
+        if kind == ErrorKind::Unavailable {
+            tracing::warn!(error = %self, "the metadata database is unavailable");
+            // Nothing happened: the service may run the call again (`retry_unavailable`).
+            return arca_proto::retryable("the metadata database is unavailable; retry shortly");
         }
         kind.status(self.to_string())
     }

@@ -158,11 +158,91 @@ impl Postgres {
         &self.url
     }
 
+    /// `pg_ctl restart -m MODE` of a private server (`fast`: connections are terminated, as
+    /// an upgrade or a managed failover does), back to accepting connections when it returns.
+    pub async fn restart(&self, mode: &str) -> Result<(), Error> {
+        let private = self.private()?;
+        let data = private.data.to_string_lossy().into_owned();
+        // The new server writes to the log, not to pg_ctl's pipes (which `run` reads to
+        // their end: a server holding them would hold it up forever).
+        let log = private.log().to_string_lossy().into_owned();
+        let args = [
+            "-D",
+            &data,
+            "-l",
+            &log,
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            PG_CTL_SECONDS,
+            "restart",
+        ];
+        private.run("pg_ctl", &args, TOOL_DEADLINE).await
+    }
+
+    /// `pg_ctl stop -m MODE` of a private server (`immediate`: a crash, as far as clients
+    /// see); [`Postgres::start_again`] brings it back.
+    pub async fn stop(&self, mode: &str) -> Result<(), Error> {
+        let private = self.private()?;
+        let data = private.data.to_string_lossy().into_owned();
+        let args = ["-D", &data, "-m", mode, "-w", "-t", PG_CTL_SECONDS, "stop"];
+        private.run("pg_ctl", &args, TOOL_DEADLINE).await
+    }
+
+    /// Starts a private server [`Postgres::stop`] stopped, with the options it first started
+    /// with (pg_ctl keeps them in the data directory).
+    pub async fn start_again(&self) -> Result<(), Error> {
+        let private = self.private()?;
+        let data = private.data.to_string_lossy().into_owned();
+        let log = private.log().to_string_lossy().into_owned();
+        let opts = std::fs::read_to_string(private.data.join("postmaster.opts"))
+            .map_err(Error::io("reading postmaster.opts"))?;
+        // `BIN/postgres "-D" "DATA" "-k" "SOCK" …`: the options after the program and its -D.
+        let opts = opts
+            .split_once(" \"-D\" ")
+            .and_then(|(_, rest)| rest.split_once("\" ").map(|(_, after)| after.to_owned()))
+            .unwrap_or_default()
+            .replace('"', "");
+        let args = [
+            "-D",
+            &data,
+            "-l",
+            &log,
+            "-w",
+            "-t",
+            PG_CTL_SECONDS,
+            "-o",
+            opts.trim(),
+            "start",
+        ];
+        private.run("pg_ctl", &args, TOOL_DEADLINE).await
+    }
+
+    fn private(&self) -> Result<&Private, Error> {
+        self._private
+            .as_ref()
+            .ok_or_else(|| Error::Failed("an external PostgreSQL is not restarted by tests".into()))
+    }
+
     /// Creates an empty database with a name of its own and returns its URL.
     pub async fn fresh_database(&self) -> Result<String, Error> {
         let name = format!("{PREFIX}{:016x}", rand::random::<u64>());
         self.admin(&format!("CREATE DATABASE {name}")).await?;
         Ok(with_database(&self.url, &name))
+    }
+
+    /// [`Postgres::fresh_database`], with commits durable before they are acknowledged
+    /// (`synchronous_commit = on`: an immediate stop, a crash to clients, then loses no
+    /// acknowledged commit, as a production server would not).
+    pub async fn fresh_durable_database(&self) -> Result<String, Error> {
+        let url = self.fresh_database().await?;
+        let name = database_name(&url).unwrap_or_default();
+        self.admin(&format!(
+            "ALTER DATABASE {name} SET synchronous_commit = on"
+        ))
+        .await?;
+        Ok(url)
     }
 
     /// Drops a database made by [`Postgres::fresh_database`], closing its connections.
@@ -226,6 +306,14 @@ impl Drop for Private {
 }
 
 impl Private {
+    /// The server's log, beside its data directory (`DIR/server.log`).
+    fn log(&self) -> PathBuf {
+        self.data.parent().map_or_else(
+            || self.data.join("server.log"),
+            |root| root.join("server.log"),
+        )
+    }
+
     /// `BIN/prog`, as `postgres` under root, stdin closed, in [`TOOL_CWD`].
     fn command(&self, prog: &str) -> Command {
         let exe = self.bin.join(prog);

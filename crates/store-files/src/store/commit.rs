@@ -170,7 +170,9 @@ impl Committer {
     /// cancellation token on purpose: it ends when the last handle of the store drops, after
     /// answering every queued job, so a shutdown's drain never fails a write it is finishing.
     /// `versions`: which overwritten contents the puts keep as versions (see `versions`).
-    pub(crate) fn spawn(db: Arc<Db>, versions: Option<Arc<VersionRules>>) -> Self {
+    /// `retry`: how long a batch that failed before its commit because the database was out
+    /// of reach is tried again (see [`run`]).
+    pub(crate) fn spawn(db: Arc<Db>, versions: Option<Arc<VersionRules>>, retry: Duration) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut jobs = Vec::with_capacity(MAX_BATCH);
@@ -184,14 +186,14 @@ impl Committer {
                     let rest = batch.split_off(at + 1);
                     if let Some(Job::Forget { reserved, reply }) = batch.pop() {
                         if !batch.is_empty() {
-                            run(&db, versions.as_deref(), &mut conn, batch).await;
+                            run(&db, versions.as_deref(), &mut conn, batch, retry).await;
                         }
                         let _ = reply.send(forget(&db, &reserved).await);
                     }
                     batch = rest;
                 }
                 if !batch.is_empty() {
-                    run(&db, versions.as_deref(), &mut conn, batch).await;
+                    run(&db, versions.as_deref(), &mut conn, batch, retry).await;
                 }
                 if rx.is_empty() {
                     conn = None;
@@ -271,17 +273,44 @@ struct Applied {
     node: Node,
 }
 
+/// The first wait before a batch is tried again while the database is out of reach, doubled
+/// each time up to the second.
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(50);
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(1);
+
 /// The committer's connection, while it keeps one.
 type Held = Option<PoolConnection<Any>>;
 
 /// Applies `jobs`, retrying each alone when the batch as a whole fails, and answers every job.
-async fn run(db: &Db, versions: Option<&VersionRules>, conn: &mut Held, jobs: Vec<Job>) {
+/// A batch that failed before its commit because the database was out of reach (nothing of
+/// it took effect) is tried again as a whole, with backoff, for up to `retry`: a database
+/// restart holds the writes back instead of failing them. The writes queued behind wait, as
+/// none of them could commit meanwhile anyway.
+async fn run(
+    db: &Db,
+    versions: Option<&VersionRules>,
+    conn: &mut Held,
+    jobs: Vec<Job>,
+    retry: Duration,
+) {
     let single = jobs.len() == 1;
-    let attempted = attempt(db, versions, conn, &jobs).await;
-    if attempted.is_err() {
-        // Whatever failed, the next transaction starts on a fresh connection.
-        *conn = None;
-    }
+    let started = Instant::now();
+    let mut wait = RETRY_FIRST_WAIT;
+    let attempted = loop {
+        let attempted = attempt(db, versions, conn, &jobs).await;
+        if attempted.is_err() {
+            // Whatever failed, the next transaction starts on a fresh connection.
+            *conn = None;
+        }
+        match &attempted {
+            Err(Failure::Before(e)) if e.is_unavailable() && started.elapsed() + wait <= retry => {
+                tracing::warn!(error = %e, jobs = jobs.len(), "the database is out of reach; the writes wait");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+            }
+            _ => break attempted,
+        }
+    };
     match attempted {
         Ok(outcomes) => answer(jobs, outcomes.into_iter().map(Ok).collect()),
         Err(Failure::Commit(e)) => {
@@ -306,7 +335,7 @@ async fn run(db: &Db, versions: Option<&VersionRules>, conn: &mut Held, jobs: Ve
             tracing::debug!(error = %e, jobs = jobs.len(), "batch failed, retrying its jobs alone");
             for job in jobs {
                 // Boxed: the retry of a single job never recurses further.
-                Box::pin(run(db, versions, conn, vec![job])).await;
+                Box::pin(run(db, versions, conn, vec![job], Duration::ZERO)).await;
             }
         }
     }

@@ -1,0 +1,269 @@
+//! Faults below arca: the database restarting or gone, under a load as hard as real clients
+//! (mixed sizes, the same names overwritten, every GET compared byte for byte with what was
+//! last acknowledged, listings), on PostgreSQL for both storage services, in one process.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use arca_tests::{InProcess, Postgres, TempDir, send_as};
+
+const PASSWORD: &str = "faults-secret";
+/// Clients at once, and the files each keeps overwriting.
+const CLIENTS: usize = 4;
+const FILES: usize = 6;
+const SIZES: [usize; 4] = [1_000, 16_384, 65_536, 300_000];
+
+/// What the load saw: every request that did not succeed, as (status, what).
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    failures: std::sync::Mutex<Vec<(u16, String)>>,
+}
+
+fn auth() -> String {
+    arca_tests::basic("admin", PASSWORD)
+}
+
+/// A client's content for version `n` of file `f`: its size varies, its bytes tell it apart.
+fn body(client: usize, f: usize, n: u64) -> Vec<u8> {
+    let size = SIZES[(f + n as usize) % SIZES.len()];
+    let seed = format!("{client}/{f}/{n}:");
+    seed.bytes().cycle().take(size).collect()
+}
+
+/// One client until `stop`: PUT a new version of one of its files, GET it back and compare,
+/// now and then list its folder. A 503 is counted apart (the server said "retry later" with
+/// Retry-After); anything else that is not a success is a failure.
+async fn client(addr: String, id: usize, stop: Arc<AtomicBool>, tally: Arc<Tally>) -> u64 {
+    let auth = auth();
+    let dir = format!("/remote.php/dav/files/admin/c{id}");
+    let mut unavailable = 0;
+    let mut last: HashMap<usize, Vec<u8>> = HashMap::new();
+    let mut n = 0u64;
+    let fail = |status: u16, what: String| {
+        if let Ok(mut f) = tally.failures.lock() {
+            f.push((status, what));
+        }
+    };
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        let f = (n as usize) % FILES;
+        let path = format!("{dir}/f{f}.bin");
+        let content = body(id, f, n);
+        match send_as(&addr, &auth, "PUT", &path, &[], content.clone()).await {
+            Ok(r) if r.status == 201 || r.status == 204 => {
+                last.insert(f, content);
+                tally.ok.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(r) if r.status == 503 && r.header("retry-after").is_some() => unavailable += 1,
+            Ok(r) => fail(r.status, format!("PUT {path}: {}", r.text())),
+            Err(e) => fail(0, format!("PUT {path}: {e:#}")),
+        }
+        if let Some(expected) = last.get(&f) {
+            match send_as(&addr, &auth, "GET", &path, &[], "").await {
+                Ok(r) if r.status == 200 && &r.body == expected => {
+                    tally.ok.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(r) if r.status == 200 => {
+                    fail(200, format!("GET {path}: other bytes ({} B)", r.body.len()))
+                }
+                Ok(r) if r.status == 503 && r.header("retry-after").is_some() => unavailable += 1,
+                Ok(r) => fail(r.status, format!("GET {path}: {}", r.text())),
+                Err(e) => fail(0, format!("GET {path}: {e:#}")),
+            }
+        }
+        if n % 5 == 0 {
+            match send_as(
+                &addr,
+                &auth,
+                "PROPFIND",
+                &format!("{dir}/"),
+                &[("depth", "1")],
+                "",
+            )
+            .await
+            {
+                Ok(r) if r.status == 207 => {
+                    tally.ok.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(r) if r.status == 503 && r.header("retry-after").is_some() => unavailable += 1,
+                Ok(r) => fail(r.status, format!("PROPFIND {dir}: {}", r.text())),
+                Err(e) => fail(0, format!("PROPFIND {dir}: {e:#}")),
+            }
+        }
+    }
+    unavailable
+}
+
+/// The load on `addr` while `during` runs, and a second after it: (requests that succeeded,
+/// 503s with Retry-After, failures).
+async fn under_load<F: std::future::Future<Output = anyhow::Result<()>>>(
+    addr: &str,
+    during: F,
+) -> anyhow::Result<(u64, u64, Vec<(u16, String)>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|id| tokio::spawn(client(addr.to_owned(), id, stop.clone(), tally.clone())))
+        .collect();
+    during.await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut unavailable = 0;
+    for c in clients {
+        unavailable += tokio::time::timeout(Duration::from_secs(60), c).await??;
+    }
+    let failures = std::mem::take(
+        &mut *tally
+            .failures
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?,
+    );
+    Ok((tally.ok.load(Ordering::SeqCst), unavailable, failures))
+}
+
+/// Polls `/readyz` on `debug` until `pred(status, body)` holds, within `within`: the body.
+async fn readyz_until(
+    debug: &str,
+    within: Duration,
+    pred: impl Fn(u16, &str) -> bool,
+) -> anyhow::Result<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let r = arca_tests::get(debug, "/readyz", &[]).await?;
+        let body = r.text();
+        if pred(r.status, &body) {
+            return Ok(body);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "/readyz never came to that within {within:?}: {} {body}",
+            r.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `pg_ctl restart -m fast` (every connection terminated, the server back within a second)
+/// under the load: no request fails, none even hears 503 — the calls that met the restart are
+/// run again server-side within `database_retry`. Then an outage with a 2 s retry: requests
+/// past the deadline hear 503 with Retry-After, never 500, `/readyz` turns not-ready naming
+/// the database and ready again once it is back, and every request succeeds after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = Postgres::start(&dir).await?;
+    let (users_db, system_db) = (pg.durable_database().await?, pg.durable_database().await?);
+    let server = InProcess::ready(
+        &dir,
+        PASSWORD,
+        &[
+            ("storage-users.database", users_db.as_str()),
+            ("storage-system.database", system_db.as_str()),
+            ("storage-users.database_retry", "15s"),
+            ("storage-system.database_retry", "15s"),
+        ],
+    )
+    .await?;
+    let addr = server.public.clone();
+    for id in 0..CLIENTS {
+        let r = send_as(
+            &addr,
+            &auth(),
+            "MKCOL",
+            &format!("/remote.php/dav/files/admin/c{id}"),
+            &[],
+            "",
+        )
+        .await?;
+        anyhow::ensure!(r.status == 201, "MKCOL: {} {}", r.status, r.text());
+    }
+
+    let restarted = Instant::now();
+    let (ok, unavailable, failures) = under_load(&addr, async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        pg.restart("fast").await?;
+        eprintln!("PostgreSQL restarted in {:?}", restarted.elapsed());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(())
+    })
+    .await?;
+    eprintln!(
+        "restart: {ok} requests succeeded, {unavailable} heard 503, {} failed",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "requests failed through a restart: {failures:?}"
+    );
+    assert_eq!(unavailable, 0, "a fast restart made requests hear 503");
+    assert!(ok >= 40, "the load hardly ran: {ok} requests");
+    drop(server);
+
+    // An outage longer than the retry: 503 with Retry-After, never 500; then all well again.
+    let server = InProcess::ready(
+        &dir,
+        PASSWORD,
+        &[
+            ("storage-users.database", users_db.as_str()),
+            ("storage-system.database", system_db.as_str()),
+            ("storage-users.database_retry", "2s"),
+            ("storage-system.database_retry", "2s"),
+        ],
+    )
+    .await?;
+    let addr = server.public.clone();
+    let debug = server.debug.clone();
+    let (ok, unavailable, failures) = under_load(&addr, async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pg.stop("immediate").await?;
+        // Past the 2 s grace, /readyz says why the storage services cannot answer.
+        let gone = readyz_until(&debug, Duration::from_secs(10), |status, body| {
+            status == 503 && body.contains("the metadata database is unreachable")
+        })
+        .await?;
+        eprintln!("not ready after the database went: {gone}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        pg.start_again().await?;
+        readyz_until(&debug, Duration::from_secs(15), |status, _| status == 200).await?;
+        // Past the pool's and the writer's reconnection: the load goes on a while.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok(())
+    })
+    .await?;
+    eprintln!(
+        "outage: {ok} requests succeeded, {unavailable} heard 503, {} failed",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "requests failed other than 503 in an outage: {failures:?}"
+    );
+    assert!(unavailable > 0, "nothing heard 503 through a 6 s outage");
+    // And after it, every kind of request works.
+    let r = send_as(
+        &addr,
+        &auth(),
+        "PUT",
+        "/remote.php/dav/files/admin/after.txt",
+        &[],
+        "back",
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = send_as(
+        &addr,
+        &auth(),
+        "GET",
+        "/remote.php/dav/files/admin/after.txt",
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!((r.status, r.text().as_str()), (200, "back"));
+    drop(server);
+    drop(pg);
+    Ok(())
+}
