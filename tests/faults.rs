@@ -74,7 +74,7 @@ async fn client(addr: String, id: usize, stop: Arc<AtomicBool>, tally: Arc<Tally
                 Err(e) => fail(0, format!("GET {path}: {e:#}")),
             }
         }
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             match send_as(
                 &addr,
                 &auth,
@@ -265,5 +265,147 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
     assert_eq!((r.status, r.text().as_str()), (200, "back"));
     drop(server);
     drop(pg);
+    Ok(())
+}
+
+/// An HTTP proxy in front of the S3 server that breaks some requests on purpose: of every
+/// seven, one is answered 503 SlowDown and another has its connection dropped before any
+/// answer. The rest go through. Counts what it broke.
+struct FaultyS3 {
+    addr: String,
+    broken: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FaultyS3 {
+    async fn start(upstream: String) -> anyhow::Result<Self> {
+        use hyper::service::service_fn;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?.to_string();
+        let seen = Arc::new(AtomicU64::new(0));
+        let broken = Arc::new(AtomicU64::new(0));
+        let counted = broken.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (seen, broken, upstream) = (seen.clone(), counted.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (seen, broken, upstream) =
+                            (seen.clone(), broken.clone(), upstream.clone());
+                        async move { forward(req, &upstream, &seen, &broken).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, broken, task })
+    }
+}
+
+impl Drop for FaultyS3 {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One request through the proxy: broken as the schedule says, else sent upstream.
+async fn forward(
+    req: hyper::Request<hyper::body::Incoming>,
+    upstream: &str,
+    seen: &AtomicU64,
+    broken: &AtomicU64,
+) -> anyhow::Result<hyper::Response<http_body_util::Full<bytes::Bytes>>> {
+    use http_body_util::BodyExt as _;
+    let n = seen.fetch_add(1, Ordering::SeqCst);
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await?.to_bytes();
+    match n % 7 {
+        3 => {
+            broken.fetch_add(1, Ordering::SeqCst);
+            let xml = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+            return Ok(hyper::Response::builder()
+                .status(503)
+                .body(http_body_util::Full::new(bytes::Bytes::from(xml)))?);
+        }
+        5 => {
+            // The connection goes down without an answer (hyper closes it on an error).
+            broken.fetch_add(1, Ordering::SeqCst);
+            anyhow::bail!("reset on purpose");
+        }
+        _ => {}
+    }
+    let stream = tokio::net::TcpStream::connect(upstream).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let req = hyper::Request::from_parts(parts, http_body_util::Full::new(body));
+    let resp = sender.send_request(req).await?;
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(hyper::Response::from_parts(
+        parts,
+        http_body_util::Full::new(body),
+    ))
+}
+
+/// S3 answering 503 SlowDown to one request in seven and resetting the connection of another:
+/// the object store client's retries absorb it all — the same load as above (PUTs of up to
+/// 300 KB, overwrites, GETs compared) fails no request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let s3 = arca_tests::Moto::start(&["arca-blobs"]).await?;
+    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
+    let faulty = FaultyS3::start(upstream).await?;
+    let endpoint = format!("http://{}", faulty.addr);
+    let server = InProcess::ready(
+        &dir,
+        PASSWORD,
+        &[
+            ("storage-users.blobs.kind", "s3"),
+            ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
+            ("storage-users.blobs.s3.bucket", "arca-blobs"),
+            ("storage-users.blobs.s3.region", "us-east-1"),
+            ("storage-users.blobs.s3.access_key_id", "test"),
+            ("storage-users.blobs.s3.secret_access_key", "test"),
+        ],
+    )
+    .await?;
+    let addr = server.public.clone();
+    for id in 0..CLIENTS {
+        let r = send_as(
+            &addr,
+            &auth(),
+            "MKCOL",
+            &format!("/remote.php/dav/files/admin/c{id}"),
+            &[],
+            "",
+        )
+        .await?;
+        anyhow::ensure!(r.status == 201, "MKCOL: {} {}", r.status, r.text());
+    }
+    let (ok, unavailable, failures) = under_load(&addr, async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        Ok(())
+    })
+    .await?;
+    let broken = faulty.broken.load(Ordering::SeqCst);
+    eprintln!(
+        "S3 faults: {broken} S3 requests broken; {ok} requests succeeded, {unavailable} heard 503, {} failed",
+        failures.len()
+    );
+    assert!(broken >= 10, "the proxy hardly broke anything: {broken}");
+    assert!(
+        failures.is_empty(),
+        "requests failed through S3 faults: {failures:?}"
+    );
+    assert_eq!(unavailable, 0, "S3 faults made requests hear 503");
+    assert!(ok >= 40, "the load hardly ran: {ok} requests");
+    drop(server);
     Ok(())
 }

@@ -33,8 +33,8 @@ pub(crate) fn store_error(e: StoreError) -> Response {
         return error(code, "no space left on the storage");
     }
     if e.is_unavailable() {
-        tracing::warn!(error = %e, "the metadata database is unavailable");
-        let mut resp = error(code, "the metadata database is unavailable; retry shortly");
+        tracing::warn!(error = %e, "a store is unavailable");
+        let mut resp = error(code, e.unavailable_message());
         resp.headers_mut().insert(
             http::header::RETRY_AFTER,
             HeaderValue::from(arca_transport::UNAVAILABLE_RETRY_AFTER_SECS),

@@ -130,14 +130,21 @@ impl StoreError {
         false
     }
 
-    /// True when the metadata database could not be reached or dropped the connection under
-    /// the statement: a server restarting, failing over or refusing connections, a pool with
+    /// True when the metadata database (or a remote blob store) could not be reached or
+    /// dropped the connection under the statement: a server restarting, failing over or refusing connections, a pool with
     /// no connection free in time, SQLite busy past its timeout. Nothing of such a statement
     /// took effect (a failed COMMIT aside, which its caller resolves), and the same request
     /// may well succeed a moment later: the caller hears 503, never 500.
     pub fn is_unavailable(&self) -> bool {
-        let StoreError::Db(e) = self else {
-            return false;
+        let e = match self {
+            StoreError::Db(e) => e,
+            // A remote object store that still failed after its client's own retries (5xx,
+            // SlowDown, resets, timeouts): out of reach for now. A local disk's failure is
+            // not that: it is a fault (or full, which `is_storage_full` tells).
+            StoreError::Blob(object_store::Error::Generic { store, .. }) => {
+                return *store != "LocalFileSystem";
+            }
+            _ => return false,
         };
         match e {
             sqlx::Error::Io(_)
@@ -159,6 +166,14 @@ impl StoreError {
                 }
             }),
             _ => false,
+        }
+    }
+
+    /// What an [`StoreError::is_unavailable`] error says to the client: which store is away.
+    pub fn unavailable_message(&self) -> &'static str {
+        match self {
+            StoreError::Blob(_) => "the blob store is unavailable; retry shortly",
+            _ => "the metadata database is unavailable; retry shortly",
         }
     }
 
@@ -184,6 +199,16 @@ mod tests {
         ] {
             assert!(e.is_unavailable(), "{e}");
         }
+        let s3 = StoreError::Blob(object_store::Error::Generic {
+            store: "S3",
+            source: "Error after 10 retries: HTTP status server error (503)".into(),
+        });
+        assert!(s3.is_unavailable());
+        let disk = StoreError::Blob(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: "Input/output error".into(),
+        });
+        assert!(!disk.is_unavailable());
         for e in [
             StoreError::NotFound,
             StoreError::Db(sqlx::Error::RowNotFound),

@@ -49,9 +49,9 @@ impl StoreError {
             return kind.status("the storage failed; the server's log has the details");
         }
         if kind == ErrorKind::Unavailable {
-            tracing::warn!(error = %self, "the metadata database is unavailable");
+            tracing::warn!(error = %self, "a store is unavailable");
             // Nothing happened: the service may run the call again (`retry_unavailable`).
-            return arca_proto::retryable("the metadata database is unavailable; retry shortly");
+            return arca_proto::retryable(self.unavailable_message());
         }
         kind.status(self.to_string())
     }
