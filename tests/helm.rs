@@ -846,7 +846,7 @@ fn lint_passes_for_every_value_set() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn defaults_give_five_groups_wired_by_dns_that_arca_runs() -> anyhow::Result<()> {
+async fn defaults_give_six_groups_wired_by_dns_that_arca_runs() -> anyhow::Result<()> {
     let helm = Helm::new();
     let scratch = TempDir::new();
     let manifests = helm.render(&[])?;
@@ -858,6 +858,7 @@ async fn defaults_give_five_groups_wired_by_dns_that_arca_runs() -> anyhow::Resu
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
             ("thumbnails", &["thumbnails"]),
+            ("search", &["search"]),
         ],
         &groups,
     );
@@ -962,6 +963,7 @@ async fn all_in_one_runs_serves_logs_in_and_stops_within_its_grace() -> anyhow::
                 "frontend",
                 "gateway",
                 "thumbnails",
+                "search",
                 "storage-users",
                 "storage-system",
                 "sharing",
@@ -1049,6 +1051,7 @@ async fn scale_values_use_nats_postgres_s3_and_autoscale() -> anyhow::Result<()>
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
             ("thumbnails", &["thumbnails"]),
+            ("search", &["search"]),
         ],
         &groups,
     );
@@ -1237,7 +1240,7 @@ fn values_that_cannot_work_are_refused_naming_the_value() -> anyhow::Result<()> 
 fn other_groupings_and_the_static_registry_are_wired_as_consistently() -> anyhow::Result<()> {
     let helm = Helm::new();
     let scratch = TempDir::new();
-    // The same five groups, found through registry.static instead of DNS.
+    // The same six groups, found through registry.static instead of DNS.
     let manifests = helm.render(&["--set", "registry.kind=static"])?;
     let groups = check(&manifests, &scratch)?;
     assert_eq!(
@@ -1263,6 +1266,7 @@ fn other_groupings_and_the_static_registry_are_wired_as_consistently() -> anyhow
             ("storage-system", &["storage-system"]),
             ("storage-users", &["storage-users"]),
             ("thumbnails", &["thumbnails"]),
+            ("search", &["search"]),
         ],
         &groups,
     );

@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "arca/v1/users.proto",
         "arca/v1/sharing.proto",
         "arca/v1/thumbnails.proto",
+        "arca/v1/search.proto",
     ];
     println!("cargo:rerun-if-changed={}", root.display());
     let fds = protox::compile(files.iter().map(|f| root.join(f)), [&root])?;

@@ -111,7 +111,7 @@ The deployment plan, as JSON: {"groups": {NAME: {...}}, "owner": {SERVICE: GROUP
 */}}
 {{- define "arca.model" -}}
 {{- $root := . -}}
-{{- $all := list "proxy" "frontend" "gateway" "thumbnails" "storage-users" "storage-system" "sharing" -}}
+{{- $all := list "proxy" "frontend" "gateway" "thumbnails" "search" "storage-users" "storage-system" "sharing" -}}
 {{- /* Who calls whom: keep in step with each service's Service::dependencies (tests/helm.rs
 runs the binary on the rendered files, which refuses a config missing a dependency). */ -}}
 {{- $deps := dict
@@ -119,13 +119,14 @@ runs the binary on the rendered files, which refuses a config missing a dependen
     "frontend" (list "gateway" "storage-users")
     "gateway" (list "storage-users" "storage-system" "sharing")
     "thumbnails" (list "storage-users")
+    "search" (list "storage-users" "sharing")
     "storage-users" (list "sharing")
     "storage-system" (list)
     "sharing" (list "storage-system") -}}
 {{- /* Calls that are no dependency (arca_host::OPTIONAL_CALLS, checked by tests/helm.rs): the
 callee gets a port and the caller a route to it, but the caller's readiness never waits for it. */ -}}
 {{- $optional := dict
-    "gateway" (list "thumbnails") -}}
+    "gateway" (list "thumbnails" "search") -}}
 {{- $groups := dict -}}
 {{- $owner := dict -}}
 {{- range $name, $raw := .Values.groups -}}
@@ -310,7 +311,7 @@ environment (ARCA_IDENTITY_SECRET, ARCA_ADMIN_PASSWORD, ARCA_STORAGE_*_DATABASE,
 {{- fail (printf "config.%s: set by the chart; use the chart's values (groups, ports, shutdown, registry, identity) instead" $key) -}}
 {{- end -}}
 {{- end -}}
-{{- range $svc := list "proxy" "frontend" "gateway" "thumbnails" "storage-users" "storage-system" "sharing" -}}
+{{- range $svc := list "proxy" "frontend" "gateway" "thumbnails" "search" "storage-users" "storage-system" "sharing" -}}
 {{- range $c := list $v.config $g.config -}}
 {{- if and (hasKey $c $svc) (hasKey (get $c $svc) "endpoint") -}}
 {{- fail (printf "config.%s.endpoint: set by the chart from groups and ports" $svc) -}}

@@ -40,7 +40,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run services: all seven by default, or the group named by --services / ARCA_SERVICES.
+    /// Run services: all eight by default, or the group named by --services / ARCA_SERVICES.
     Server(ServerArgs),
     /// Ask a running process whether it is ready (its /readyz); exit 0 if so, 1 if not.
     Health {

@@ -34,11 +34,12 @@ pub use template::{generate_secret, init_template};
 /// (which builds the services and names their dependencies) lists the same names in the same
 /// order; its test `the_catalog_lists_every_configurable_service` holds the two together, since
 /// this crate cannot depend on the services it configures.
-const SERVICES: [(&str, EndpointOf); 7] = [
+const SERVICES: [(&str, EndpointOf); 8] = [
     ("proxy", |c| &c.proxy.endpoint),
     ("frontend", |c| &c.frontend.endpoint),
     ("gateway", |c| &c.gateway.endpoint),
     ("thumbnails", |c| &c.thumbnails.endpoint),
+    ("search", |c| &c.search.endpoint),
     ("storage-users", |c| &c.storage_users.endpoint),
     ("storage-system", |c| &c.storage_system.endpoint),
     ("sharing", |c| &c.sharing.endpoint),
@@ -84,6 +85,7 @@ section! {
         storage_system as "storage-system": StorageSection = part(load::STORAGE_SYSTEM),
         sharing: SharingSection = part(SharingSection::PART),
         thumbnails: ThumbnailsSection = part(ThumbnailsSection::PART),
+        search: SearchSection = part(SearchSection::PART),
     }
 }
 
@@ -499,6 +501,22 @@ section! {
         /// Disk the kept previews may fill (under data_dir/thumbnails); the least recently
         /// used go first: 1GiB, 500MB or bytes.
         cache_size: u64 = key("1GiB", load::positive_size),
+    }
+}
+
+section! {
+    /// The search service: names and text of files in an index on disk under `data_dir`,
+    /// fed by crawling the spaces (only folders whose etag changed), queried with oCIS's KQL.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct SearchSection {
+        /// Where the search service listens.
+        endpoint: Endpoint = key("mem://search", Field::endpoint),
+        /// How often the crawler looks for changed spaces (one ListSpaces; a space whose root
+        /// etag is unchanged costs nothing more).
+        interval: Duration = key("1s", Field::positive_duration, env "ARCA_SEARCH_INTERVAL"),
+        /// Text-like files (text, markdown, code) up to this size have their content indexed;
+        /// larger ones only their name: 1MiB, 500KB or bytes.
+        max_content_bytes: u64 = key("1MiB", load::positive_size),
     }
 }
 

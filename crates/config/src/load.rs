@@ -1376,6 +1376,21 @@ mod tests {
     }
 
     #[test]
+    fn search_defaults_and_overrides() {
+        let config = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(config.search.interval, Duration::from_secs(1));
+        assert_eq!(config.search.max_content_bytes, 1 << 20);
+        let config = flags(&[
+            ("search.interval", "250ms", "--set"),
+            ("search.max_content_bytes", "10KB", "--set"),
+        ])
+        .unwrap();
+        assert_eq!(config.search.interval, Duration::from_millis(250));
+        assert_eq!(config.search.max_content_bytes, 10_000);
+        assert!(flags(&[("search.max_content_bytes", "0", "--set")]).is_err());
+    }
+
+    #[test]
     fn thumbnail_resolutions_are_width_x_height() {
         let config = load(None, [], Overrides::default()).unwrap();
         assert_eq!(config.thumbnails.resolutions.len(), 10);
@@ -1622,7 +1637,7 @@ gateway: {endpoint: unix:///run/gw.sock}
         let err = flags(&[("services", "proxy,foo", "--services")]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"services: "foo" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (flag --services)"#
+            r#"services: "foo" is not a service (one of proxy, frontend, gateway, thumbnails, search, storage-users, storage-system, sharing) (flag --services)"#
         );
         assert_eq!(
             yaml_err("debug:\n  addr: [a, b]\n"),
@@ -1746,8 +1761,8 @@ gateway: {endpoint: unix:///run/gw.sock}
     #[test]
     fn static_registry_rules() {
         assert_eq!(
-            yaml_err("registry: {static: {search: [tcp://a:1]}}"),
-            r#"registry.static.search: "search" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (config/arca.yaml)"#
+            yaml_err("registry: {static: {nosuch: [tcp://a:1]}}"),
+            r#"registry.static.nosuch: "nosuch" is not a service (one of proxy, frontend, gateway, thumbnails, search, storage-users, storage-system, sharing) (config/arca.yaml)"#
         );
         assert_eq!(
             yaml_err("registry: {static: {gateway: []}}"),
@@ -1819,8 +1834,8 @@ gateway: {endpoint: unix:///run/gw.sock}
         );
         assert_eq!(config.registry.dns.interval, Duration::from_secs(2));
         assert_eq!(
-            yaml_err("registry: {dns: {names: {search: 'a:1'}}}"),
-            r#"registry.dns.names.search: "search" is not a service (one of proxy, frontend, gateway, thumbnails, storage-users, storage-system, sharing) (config/arca.yaml)"#
+            yaml_err("registry: {dns: {names: {nosuch: 'a:1'}}}"),
+            r#"registry.dns.names.nosuch: "nosuch" is not a service (one of proxy, frontend, gateway, thumbnails, search, storage-users, storage-system, sharing) (config/arca.yaml)"#
         );
         assert_eq!(
             yaml_err("registry: {dns: {names: {gateway: 'gw.local'}}}"),

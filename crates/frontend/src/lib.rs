@@ -11,6 +11,8 @@
 //! - `archive`: folders and selections as one streamed ZIP (`/archiver`, a link's `/archive`).
 //! - `preview`: `?preview=1` on a file URL's GET or HEAD, an image made by the thumbnails
 //!   service.
+//! - `search`: `REPORT` `oc:search-files` on the WebDAV roots and `/remote.php/dav/spaces/`,
+//!   answered by the search service.
 //! - the web app (`arca_web`), mounted at `/` as it is.
 //!
 //! Below them, shared by all: `failure` (the one gRPC status → HTTP mapping), `headers` (what
@@ -32,6 +34,7 @@ mod headers;
 mod ocs;
 mod preview;
 mod public;
+mod search;
 mod trash_api;
 mod tus;
 mod webdav;
@@ -49,6 +52,9 @@ impl Service for Frontend {
             let router = Router::new()
                 .route(arca_proto::routes::STATUS, get(status))
                 .merge(webdav::routes(dav.clone()))
+                // REPORT oc:search-files where no space is named (the WebDAV roots hand
+                // their REPORTs to the same handler).
+                .merge(search::routes(ctx.channel("gateway")))
                 // Nextcloud's chunked uploads (/remote.php/dav/uploads/).
                 .merge(chunking::routes(dav.clone()))
                 // Public links and the OCS share API (the share jail lives in `webdav`).

@@ -7,7 +7,8 @@
 //! and operations spanning two providers before anything is forwarded (the providers are
 //! `arca_proto::ids::PROVIDERS`). The `Users` API is forwarded to storage-system the same way, so the frontend has one API to call, the
 //! `Sharing` API to the sharing service (`sharing`: it stats what is to be shared first), and
-//! the `Thumbnails` API to the thumbnails service (`thumbnails`: it opens the source first).
+//! the `Thumbnails` API to the thumbnails service (`thumbnails`: it opens the source first),
+//! and the `Search` API to the search service (`search`).
 
 use arca_proto::ErrorKind;
 use arca_proto::ids::{HOME_PROVIDER, parse_node_id, parse_space_id};
@@ -21,6 +22,7 @@ use arca_transport::Channel;
 use tonic::{Request, Response, Status};
 
 mod passthrough;
+mod search;
 mod sharing;
 mod thumbnails;
 
@@ -55,6 +57,11 @@ impl Service for Gateway {
                 .add_service(arca_proto::v1::sharing_server::SharingServer::new(shares))
                 .add_service(arca_proto::v1::thumbnails_server::ThumbnailsServer::new(
                     previews,
+                ))
+                .add_service(arca_proto::v1::search_server::SearchServer::new(
+                    search::SearchApi {
+                        search: ctx.channel("search"),
+                    },
                 ))
                 .into_axum_router();
             let router = passthrough::routes(api).merge(typed);

@@ -22,7 +22,7 @@ pub use compose::HostError;
 
 /// Every service the `arca` binary can host, in start order for an all-in-one process. A new
 /// service is one entry here (and its crate).
-pub static CATALOG: [Entry; 7] = [
+pub static CATALOG: [Entry; 8] = [
     Entry {
         name: "proxy",
         // storage-system answers who a credential belongs to.
@@ -40,7 +40,8 @@ pub static CATALOG: [Entry; 7] = [
     },
     Entry {
         name: "gateway",
-        // Previews go to "thumbnails" too, an optional call (see OPTIONAL_CALLS).
+        // Previews go to "thumbnails" and queries to "search" too, optional calls (see
+        // OPTIONAL_CALLS).
         dependencies: &["storage-users", "storage-system", "sharing"],
         build: |_| Box::new(arca_gateway::Gateway),
         check: Entry::no_check,
@@ -51,6 +52,14 @@ pub static CATALOG: [Entry; 7] = [
         // made as the caller, so it calls no gateway back (no cycle).
         dependencies: &["storage-users"],
         build: |_| Box::new(arca_thumbnails::Thumbnails),
+        check: Entry::no_check,
+    },
+    Entry {
+        name: "search",
+        // Its crawler reads the spaces from storage-users, and a query asks storage-users and
+        // sharing what the caller may read; never the gateway, which calls it (no cycle).
+        dependencies: &["storage-users", "sharing"],
+        build: |_| Box::new(arca_search::Search),
         check: Entry::no_check,
     },
     Entry {
@@ -77,10 +86,11 @@ pub static CATALOG: [Entry; 7] = [
 
 /// Calls a service makes without depending on the callee, as (caller, callee): the caller
 /// starts and is ready without it, and answers what needs it as unavailable while it is
-/// away. The gateway's previews: a deployment that hosts no thumbnails service (the example
-/// configs that list their services) keeps every other API. Deployments that do host one
-/// route to it like to a dependency (the chart reads this list as `$optional`).
-pub static OPTIONAL_CALLS: [(&str, &str); 1] = [("gateway", "thumbnails")];
+/// away. The gateway's previews and searches: a deployment that hosts no thumbnails or search
+/// service (the example configs that list their services) keeps every other API. Deployments
+/// that do host one route to it like to a dependency (the chart reads this list as
+/// `$optional`).
+pub static OPTIONAL_CALLS: [(&str, &str); 2] = [("gateway", "thumbnails"), ("gateway", "search")];
 
 /// Everything about `config` that can be known before anything binds, beyond what the config
 /// loader checked: the log filter, `mem://` names, whether every dependency this process does
@@ -136,8 +146,8 @@ fn check_reachability(config: &Config, catalog: &[Entry], hosted: &[Entry]) -> R
         .as_ref()
         .map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
     // Identity tokens signed in one process are verified in another: both need the secret.
-    // A service only ever called optionally (thumbnails) may be left out of a single process
-    // (config/single.yaml lists the others): that alone is not a second process.
+    // A service only ever called optionally (thumbnails, search) may be left out of a single
+    // process (the example configs list the others): that alone is not a second process.
     let optional_only = |name: &str| {
         OPTIONAL_CALLS.iter().any(|(_, callee)| *callee == name)
             && !catalog.iter().any(|e| e.dependencies.contains(&name))

@@ -3,6 +3,7 @@
 //! words several services share: resource ids ([`ids`]), principals, the public HTTP paths
 //! ([`routes`]), permission bits, share types and states and roles ([`sharing`]).
 
+pub mod civil;
 mod error;
 pub mod headers;
 pub mod ids;

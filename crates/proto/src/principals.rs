@@ -5,6 +5,11 @@
 /// the end user's identity, which travels with every call, is not enough to read records.
 pub const SHARING_SERVICE: &str = "service:sharing";
 
+/// The search service's own identity, which its crawler signs to read every space's tree and
+/// text (storage-users grants it read-only access to every space, and nothing else). What a
+/// search *returns* is checked against the end user's rights at query time, never this one's.
+pub const SEARCH_SERVICE: &str = "service:search";
+
 /// Prefix of a public link's identity: `public:SHARE_ID`. Storage providers give it no
 /// personal space and resolve its grants like any other caller's.
 pub const PUBLIC_LINK_PREFIX: &str = "public:";

@@ -507,11 +507,14 @@ impl Storage for Provider {
         req: Request<ListSpacesRequest>,
     ) -> Result<Response<ListSpacesResponse>, Status> {
         let who = caller(&req)?;
-        if !principals::is_user(&who.id) {
+        let crawler = who.id == principals::SEARCH_SERVICE;
+        if !principals::is_user(&who.id) && !crawler {
             return Ok(Response::new(ListSpacesResponse::default()));
         }
         // Creating the personal space here too: a client listing drives must find its own.
-        self.homes.get(&who.id).await?;
+        if !crawler {
+            self.homes.get(&who.id).await?;
+        }
         let r = req.get_ref();
         let spaces = self.visible_spaces(who, r.all).await?;
         let mut out = Vec::with_capacity(spaces.len());
@@ -1397,7 +1400,9 @@ impl Provider {
     /// the project spaces they are a member of.
     async fn visible_spaces(&self, who: &Identity, all: bool) -> Result<Vec<StoreSpace>, Status> {
         if all {
-            if !who.admin {
+            // The search service's crawler lists every space to index it (read-only, see
+            // `access_to`).
+            if !who.admin && who.id != principals::SEARCH_SERVICE {
                 return Err(ErrorKind::PermissionDenied.status("only admins list every space"));
             }
             return self.store.list_spaces(None).await.map_err(|e| e.status());

@@ -319,8 +319,8 @@ fn capability_tree() -> Value {
             "chunking": "1.0",
             "trashbin": "1.0",
             "chunkingParallelUploadDisabled": false,
-            // No REPORT methods are served.
-            "reports": [],
+            // ownCloud Web offers search only where this lists "search-files".
+            "reports": crate::search::reports(),
         },
         "files_sharing": {
             "api_enabled": true,

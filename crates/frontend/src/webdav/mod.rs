@@ -51,7 +51,7 @@ use self::tree::{copy_or_move, delete, mkcol};
 /// XML request bodies larger than this are refused with 413 before parsing.
 const MAX_XML_BODY: usize = 1 << 20;
 const ALLOW: &str =
-    "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK";
+    "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK, REPORT";
 
 #[derive(Clone)]
 pub(crate) struct Dav {
@@ -241,6 +241,8 @@ pub(crate) async fn serve(dav: &Dav, loc: Location, req: Request) -> Response {
         "MOVE" => copy_or_move(dav, &loc, req, true).await,
         "LOCK" => lock(dav, &loc, req).await,
         "UNLOCK" => unlock(dav, &loc, req).await,
+        // Searches (crate::search): every root searches everything the caller may read.
+        "REPORT" => Ok(crate::search::report(&dav.gateway, req).await),
         _ => Err(dav_error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method not supported here",
@@ -321,7 +323,7 @@ fn options() -> Response {
 }
 
 /// Reads a small XML body, refusing oversized ones with 413 before reading them whole.
-async fn xml_body(req: Request) -> Result<Bytes, Response> {
+pub(crate) async fn xml_body(req: Request) -> Result<Bytes, Response> {
     let too_large = || {
         dav_error(
             StatusCode::PAYLOAD_TOO_LARGE,

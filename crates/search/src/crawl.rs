@@ -1,0 +1,280 @@
+//! The crawler: keeps the index in step with the spaces by their etags, no events needed.
+//!
+//! Every `search.interval` it lists every space as the search service's own identity
+//! (`service:search`, which storage-users lets read every space and change none). A space
+//! whose root etag equals the one last indexed is done. Otherwise its root is listed, and
+//! below it only the folders whose etag changed (etags propagate to the root on every change)
+//! or whose path changed (a moved folder's children moved too); changed nodes are upserted,
+//! children gone from a listing are removed with their subtrees, and text-like files up to
+//! `search.max_content_bytes` have their content read from the provider's data path. A space
+//! is recorded at its new etag only once its walk finished, so a walk cut short (a stop, a
+//! failed call) is simply done again: catching up after downtime and surviving restarts
+//! follow from this. Spaces gone from the listing are dropped; disabled ones are kept (a
+//! restore needs no reindex) but flagged, and queries skip them.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use arca_proto::v1::{InitiateDownloadRequest, ListRequest, ListSpacesRequest, Node, Ref};
+use arca_runtime::worker::{Schedule, State};
+use arca_runtime::{BoxFuture, Identity, Providers, ServiceError, TokenSigner, Worker};
+use arca_transport::Channel;
+use axum::body::Body;
+use http_body_util::BodyExt as _;
+use tower::ServiceExt as _;
+
+use crate::index::{Doc, Index, IndexError};
+use crate::mime;
+
+/// How long the crawler's own identity token lives: longer than any one call it makes.
+const IDENTITY_TTL: Duration = Duration::from_secs(300);
+
+/// Why a crawl step failed (it is retried on the next tick).
+#[derive(Debug, thiserror::Error)]
+pub enum CrawlError {
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("storage-users: {0}")]
+    Storage(String),
+}
+
+impl From<tonic::Status> for CrawlError {
+    fn from(s: tonic::Status) -> Self {
+        CrawlError::Storage(s.message().to_owned())
+    }
+}
+
+/// How a space's walk ended.
+enum Walk {
+    Done,
+    /// At shutdown, part-way: the space's etag is not recorded.
+    Stopped,
+}
+
+pub struct Crawler {
+    pub index: Index,
+    pub storage: Channel,
+    pub providers: Providers,
+    pub signer: TokenSigner,
+    pub interval: Duration,
+    pub max_content: u64,
+    /// The service's shutdown: a long walk (a first index of a big space) stops between two
+    /// folders instead of holding the process's stop; the space is walked again next time.
+    pub stop: tokio_util::sync::CancellationToken,
+}
+
+impl Worker for Crawler {
+    fn name(&self) -> &'static str {
+        "search/crawl"
+    }
+
+    // Not leased: each search instance keeps its own index on its own disk, so each crawls
+    // for itself (a lease would leave every instance but one stale).
+    fn schedule(&self) -> Schedule {
+        Schedule::every(self.interval).at_once()
+    }
+
+    fn work(&mut self) -> BoxFuture<'_, Result<State, ServiceError>> {
+        Box::pin(async move {
+            self.crawl().await.map_err(|e| {
+                tracing::warn!(error = %e, "search crawl failed; trying again next tick");
+                Box::new(e) as ServiceError
+            })?;
+            Ok(State::Idle)
+        })
+    }
+}
+
+impl Crawler {
+    /// A request made as `service:search`, not as any user.
+    fn as_service<T>(&self, message: T) -> tonic::Request<T> {
+        let identity = Identity {
+            id: arca_proto::principals::SEARCH_SERVICE.to_owned(),
+            username: "search".to_owned(),
+            display_name: String::new(),
+            groups: Vec::new(),
+            admin: false,
+            login: None,
+        };
+        let mut req = tonic::Request::new(message);
+        let token = self.signer.sign_identity(&identity, IDENTITY_TTL);
+        if let Ok(v) = token.parse() {
+            req.metadata_mut()
+                .insert(arca_transport::context::IDENTITY, v);
+        }
+        req
+    }
+
+    /// One pass over every space.
+    pub async fn crawl(&self) -> Result<(), CrawlError> {
+        let spaces = arca_proto::storage_client(self.storage.clone())
+            .list_spaces(self.as_service(ListSpacesRequest {
+                all: true,
+                with_usage: false,
+            }))
+            .await?
+            .into_inner()
+            .spaces;
+        let known = self.index.spaces().await?;
+        let mut seen = HashSet::new();
+        for space in &spaces {
+            seen.insert(space.id.as_str());
+            if space.disabled {
+                // Nobody reads a disabled space: nothing to walk (and the provider would not
+                // list it). Its documents stay, flagged, for when it is restored.
+                if known.contains_key(&space.id) {
+                    self.index.set_disabled(&space.id, true).await?;
+                }
+                continue;
+            }
+            if known.get(&space.id) == Some(&space.etag) {
+                self.index.set_disabled(&space.id, false).await?;
+                continue;
+            }
+            match self.walk_space(&space.id, &space.root_id).await {
+                Ok(Walk::Done) => self.index.set_space(&space.id, &space.etag, false).await?,
+                Ok(Walk::Stopped) => return Ok(()),
+                // One space failing (a call refused, its provider away) holds no other back;
+                // it keeps its old etag, so it is walked again on the next tick.
+                Err(e) => {
+                    tracing::warn!(error = %e, space = %space.id, "search: space not indexed")
+                }
+            }
+        }
+        for gone in known.keys().filter(|k| !seen.contains(k.as_str())) {
+            self.index.drop_space(gone).await?;
+        }
+        Ok(())
+    }
+
+    /// Walks a space from its root, folder by folder, into those whose etag or path changed.
+    async fn walk_space(&self, space_id: &str, root_id: &str) -> Result<Walk, CrawlError> {
+        let mut folders = vec![(root_id.to_owned(), "/".to_owned())];
+        while let Some((folder_id, path)) = folders.pop() {
+            if self.stop.is_cancelled() {
+                return Ok(Walk::Stopped);
+            }
+            let listing = arca_proto::storage_client(self.storage.clone())
+                .list(self.as_service(ListRequest {
+                    r#ref: Some(Ref {
+                        space_id: space_id.to_owned(),
+                        path: path.clone(),
+                        node_id: String::new(),
+                    }),
+                    without_checksums: true,
+                    ..Default::default()
+                }))
+                .await;
+            let listing = match listing {
+                Ok(l) => l.into_inner(),
+                // Removed since its parent was listed: its parent's next walk drops it.
+                Err(s) if s.code() == tonic::Code::NotFound => continue,
+                Err(s) => return Err(s.into()),
+            };
+            let mut known = self.index.children(&folder_id).await?;
+            for child in listing.children {
+                let before = known.remove(&child.id);
+                let changed = before
+                    .as_ref()
+                    .is_none_or(|k| k.etag != child.etag || k.path != child.path);
+                if !changed {
+                    continue;
+                }
+                if child.is_dir {
+                    folders.push((child.id.clone(), child.path.clone()));
+                }
+                // A node that changed kind or moved here from elsewhere under the same id is
+                // replaced as a whole (its old subtree paths go with it).
+                if let Some(k) = before
+                    .as_ref()
+                    .filter(|k| k.path != child.path || k.is_dir != child.is_dir)
+                {
+                    self.index.remove(space_id, &k.path).await?;
+                }
+                self.index_node(&child).await?;
+            }
+            // Whatever the index had here and the listing has not is gone (or moved: then the
+            // walk of its new folder puts it back).
+            for (_, gone) in known {
+                self.index.remove(space_id, &gone.path).await?;
+            }
+        }
+        Ok(Walk::Done)
+    }
+
+    async fn index_node(&self, node: &Node) -> Result<(), CrawlError> {
+        let mime = mime::of(&node.name, node.is_dir);
+        let doc = Doc {
+            id: node.id.clone(),
+            space_id: node.space_id.clone(),
+            parent_id: node.parent_id.clone(),
+            path: node.path.clone(),
+            name: node.name.clone(),
+            is_dir: node.is_dir,
+            size: node.size,
+            mtime_ns: node.mtime_ns,
+            etag: node.etag.clone(),
+            mime: mime.to_owned(),
+            owner_id: node.owner_id.clone(),
+        };
+        let content = if !node.is_dir && mime::is_text(mime) && node.size <= self.max_content {
+            match self.content(node).await {
+                Ok(text) => Some(text),
+                // The file changed or went away meanwhile: its name is indexed now, its
+                // content with the next etag.
+                Err(e) => {
+                    tracing::debug!(error = %e, node = %node.id, "content not indexed");
+                    Some(String::new())
+                }
+            }
+        } else if node.is_dir {
+            None
+        } else {
+            Some(String::new())
+        };
+        self.index.upsert(&doc, content.as_deref()).await?;
+        Ok(())
+    }
+
+    /// A text file's content, from its provider's data path, at most `max_content` bytes.
+    async fn content(&self, node: &Node) -> Result<String, CrawlError> {
+        let transfer = arca_proto::storage_client(self.storage.clone())
+            .initiate_download(self.as_service(InitiateDownloadRequest {
+                r#ref: Some(Ref {
+                    space_id: node.space_id.clone(),
+                    path: String::new(),
+                    node_id: node.id.clone(),
+                }),
+                version_key: String::new(),
+            }))
+            .await?
+            .into_inner();
+        let req = http::Request::get(format!("/data/{}", transfer.token))
+            .body(Body::empty())
+            .map_err(|e| CrawlError::Storage(e.to_string()))?;
+        let resp = self
+            .providers
+            .get(&transfer.provider)
+            .clone()
+            .oneshot(req)
+            .await
+            .map_err(|e| CrawlError::Storage(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(CrawlError::Storage(format!(
+                "the data path answered {}",
+                resp.status()
+            )));
+        }
+        let limit = usize::try_from(self.max_content).unwrap_or(usize::MAX);
+        let bytes = http_body_util::Limited::new(resp.into_body(), limit)
+            .collect()
+            .await
+            .map_err(|e| CrawlError::Storage(e.to_string()))?
+            .to_bytes();
+        // Binary content under a text name (a NUL byte) is not text to search.
+        if bytes.contains(&0) {
+            return Ok(String::new());
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}

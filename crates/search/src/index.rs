@@ -1,0 +1,604 @@
+//! The index: one SQLite database at `data_dir/search/index.db`.
+//!
+//! `docs` holds one row per file or folder (ids, space, parent, path inside the space, name,
+//! size, mtime, etag, media type); `docs_fts` is an FTS5 table over name and content with the
+//! trigram tokenizer, row for row (same rowid), so `LIKE '%term%'` on either column is
+//! answered from the index for terms of three characters or more. `spaces` keeps each
+//! space's root etag as last indexed: a space whose root etag is unchanged is not walked.
+//!
+//! One writer (the crawler) and any number of readers (queries): WAL lets queries read while
+//! a crawl writes.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr as _;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{Row as _, Sqlite};
+
+use crate::kql::{Cmp, Expr, MediaType};
+
+/// What failed in the index.
+#[derive(Debug, thiserror::Error)]
+#[error("search index: {0}")]
+pub struct IndexError(#[from] sqlx::Error);
+
+/// One indexed file or folder.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Doc {
+    pub id: String,
+    pub space_id: String,
+    pub parent_id: String,
+    /// Inside the space, starting with `/`.
+    pub path: String,
+    pub name: String,
+    pub is_dir: bool,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub etag: String,
+    pub mime: String,
+    pub owner_id: String,
+}
+
+/// What the crawler needs of an indexed child to decide whether to look again.
+#[derive(Clone, Debug)]
+pub struct Known {
+    pub etag: String,
+    pub path: String,
+    pub is_dir: bool,
+}
+
+/// A hit: the document and its score.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub doc: Doc,
+    pub score: f64,
+}
+
+/// Where a caller may read: a whole space, or at and below one path in it.
+#[derive(Clone, Debug)]
+pub struct Reach {
+    pub space_id: String,
+    /// `None`: the whole space.
+    pub below: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Index {
+    pool: SqlitePool,
+}
+
+const SCHEMA: [&str; 5] = [
+    "CREATE TABLE IF NOT EXISTS docs (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        space_id TEXT NOT NULL,
+        parent_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL,
+        is_dir INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        owner_id TEXT NOT NULL
+    )",
+    "CREATE INDEX IF NOT EXISTS docs_space_path ON docs (space_id, path)",
+    "CREATE INDEX IF NOT EXISTS docs_parent ON docs (parent_id)",
+    // Trigram: substrings of names and contents, as `name:"*term*"` asks.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(name, content, tokenize='trigram')",
+    "CREATE TABLE IF NOT EXISTS spaces (
+        id TEXT PRIMARY KEY,
+        etag TEXT NOT NULL,
+        disabled INTEGER NOT NULL
+    )",
+];
+
+/// A value bound to a `?` placeholder.
+#[derive(Clone, Debug)]
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+impl Index {
+    /// Opens (creating) the index in `dir`.
+    pub async fn open(dir: &Path) -> Result<Index, IndexError> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(dir.join("index.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+            .busy_timeout(std::time::Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        for statement in SCHEMA {
+            sqlx::query(statement).execute(&pool).await?;
+        }
+        Ok(Index { pool })
+    }
+
+    /// Every indexed space with its root etag as last indexed.
+    pub async fn spaces(&self) -> Result<HashMap<String, String>, IndexError> {
+        let rows = sqlx::query("SELECT id, etag FROM spaces")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<String, _>(1)))
+            .collect())
+    }
+
+    /// Records a space as indexed at `etag` (after its walk finished).
+    pub async fn set_space(&self, id: &str, etag: &str, disabled: bool) -> Result<(), IndexError> {
+        sqlx::query(
+            "INSERT INTO spaces (id, etag, disabled) VALUES (?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET etag = excluded.etag, disabled = excluded.disabled",
+        )
+        .bind(id)
+        .bind(etag)
+        .bind(i64::from(disabled))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks a space disabled (or not) without touching its etag.
+    pub async fn set_disabled(&self, id: &str, disabled: bool) -> Result<(), IndexError> {
+        sqlx::query("UPDATE spaces SET disabled = ? WHERE id = ?")
+            .bind(i64::from(disabled))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether a space is disabled as last seen (unknown spaces are not).
+    pub async fn is_disabled(&self, id: &str) -> Result<bool, IndexError> {
+        let row = sqlx::query("SELECT disabled FROM spaces WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some_and(|r| r.get::<i64, _>(0) != 0))
+    }
+
+    /// Forgets a space and everything in it.
+    pub async fn drop_space(&self, id: &str) -> Result<(), IndexError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE space_id = ?)",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM docs WHERE space_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM spaces WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The indexed children of a folder, by id.
+    pub async fn children(&self, parent_id: &str) -> Result<HashMap<String, Known>, IndexError> {
+        let rows = sqlx::query("SELECT id, etag, path, is_dir FROM docs WHERE parent_id = ?")
+            .bind(parent_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<String, _>(0),
+                    Known {
+                        etag: r.get(1),
+                        path: r.get(2),
+                        is_dir: r.get::<i64, _>(3) != 0,
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// Where a node is: its space and path, if indexed.
+    pub async fn locate(&self, id: &str) -> Result<Option<(String, String)>, IndexError> {
+        let row = sqlx::query("SELECT space_id, path FROM docs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// Inserts or replaces a document; `content` `None` keeps what was indexed (a folder, a
+    /// file whose content is not read), `Some` replaces it.
+    pub async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
+        let mut tx = self.pool.begin().await?;
+        let rowid: i64 = sqlx::query(
+            "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
+                               mime, owner_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
+                parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
+                is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
+                etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id
+             RETURNING rowid",
+        )
+        .bind(&doc.id)
+        .bind(&doc.space_id)
+        .bind(&doc.parent_id)
+        .bind(&doc.path)
+        .bind(&doc.name)
+        .bind(i64::from(doc.is_dir))
+        .bind(i64::try_from(doc.size).unwrap_or(i64::MAX))
+        .bind(doc.mtime_ns)
+        .bind(&doc.etag)
+        .bind(&doc.mime)
+        .bind(&doc.owner_id)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+        let kept: Option<String> = match content {
+            Some(_) => None,
+            None => sqlx::query("SELECT content FROM docs_fts WHERE rowid = ?")
+                .bind(rowid)
+                .fetch_optional(&mut *tx)
+                .await?
+                .and_then(|r| r.get::<Option<String>, _>(0)),
+        };
+        sqlx::query("DELETE FROM docs_fts WHERE rowid = ?")
+            .bind(rowid)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO docs_fts (rowid, name, content) VALUES (?, ?, ?)")
+            .bind(rowid)
+            .bind(&doc.name)
+            .bind(content.map(str::to_owned).or(kept).unwrap_or_default())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Removes a node and, for a folder, everything below it.
+    pub async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
+        let below = format!("{path}/");
+        let mut tx = self.pool.begin().await?;
+        let matching = "space_id = ?1 AND (path = ?2 OR substr(path, 1, length(?3)) = ?3)";
+        // Only constant SQL is pasted together here; every value is bound.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE {matching})"
+        )))
+        .bind(space_id)
+        .bind(path)
+        .bind(&below)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM docs WHERE {matching}"
+        )))
+        .bind(space_id)
+        .bind(path)
+        .bind(&below)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The hits of `expr` within `reach`, best first: at most `limit`, and how many in all.
+    pub async fn search(
+        &self,
+        expr: &Expr,
+        reach: &[Reach],
+        limit: u32,
+    ) -> Result<(Vec<Hit>, u64), IndexError> {
+        if reach.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let mut score_sql = String::from("1.0");
+        let mut score_binds = Vec::new();
+        score(expr, &mut score_sql, &mut score_binds);
+        let mut where_sql = String::from("d.path <> '/' AND (");
+        let mut where_binds = Vec::new();
+        lower(expr, &mut where_sql, &mut where_binds);
+        where_sql.push_str(") AND (");
+        for (i, r) in reach.iter().enumerate() {
+            if i > 0 {
+                where_sql.push_str(" OR ");
+            }
+            where_binds.push(Bind::Text(r.space_id.clone()));
+            match &r.below {
+                None => where_sql.push_str("d.space_id = ?"),
+                Some(path) => {
+                    where_sql.push_str(
+                        "(d.space_id = ? AND (d.path = ? OR substr(d.path, 1, length(?)) = ?))",
+                    );
+                    let below = format!("{}/", path.trim_end_matches('/'));
+                    where_binds.push(Bind::Text(path.clone()));
+                    where_binds.push(Bind::Text(below.clone()));
+                    where_binds.push(Bind::Text(below));
+                }
+            }
+        }
+        where_sql.push(')');
+        let from = "FROM docs d JOIN docs_fts f ON f.rowid = d.rowid";
+        let count_sql = format!("SELECT count(*) {from} WHERE {where_sql}");
+        // The SQL is built from constant pieces only ([`lower`], [`score`]); every value the
+        // caller gave is bound.
+        let mut count = sqlx::query(sqlx::AssertSqlSafe(count_sql));
+        for b in &where_binds {
+            count = bind(count, b);
+        }
+        let total: i64 = count.fetch_one(&self.pool).await?.get(0);
+        let select = format!(
+            "SELECT d.id, d.space_id, d.parent_id, d.path, d.name, d.is_dir, d.size, d.mtime_ns,
+                    d.etag, d.mime, d.owner_id, ({score_sql}) AS score
+             {from} WHERE {where_sql}
+             ORDER BY score DESC, d.mtime_ns DESC, d.id LIMIT ?"
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(select));
+        for b in score_binds.iter().chain(&where_binds) {
+            query = bind(query, b);
+        }
+        let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        let hits = rows
+            .iter()
+            .map(|r| Hit {
+                doc: Doc {
+                    id: r.get(0),
+                    space_id: r.get(1),
+                    parent_id: r.get(2),
+                    path: r.get(3),
+                    name: r.get(4),
+                    is_dir: r.get::<i64, _>(5) != 0,
+                    size: u64::try_from(r.get::<i64, _>(6)).unwrap_or(0),
+                    mtime_ns: r.get(7),
+                    etag: r.get(8),
+                    mime: r.get(9),
+                    owner_id: r.get(10),
+                },
+                score: r.get(11),
+            })
+            .collect();
+        Ok((hits, u64::try_from(total).unwrap_or(0)))
+    }
+}
+
+fn bind<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    b: &Bind,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    match b {
+        Bind::Text(t) => q.bind(t.clone()),
+        Bind::Int(n) => q.bind(*n),
+    }
+}
+
+/// A `LIKE` pattern (escape `\`) of a name glob: a glob without `*` or `?` matches anywhere.
+fn name_pattern(glob: &str) -> String {
+    let anywhere = !glob.contains(['*', '?']);
+    let mut out = String::new();
+    if anywhere {
+        out.push('%');
+    }
+    for c in glob.chars() {
+        match c {
+            '*' => out.push('%'),
+            '?' => out.push('_'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    if anywhere {
+        out.push('%');
+    }
+    out
+}
+
+/// A `LIKE` pattern (escape `\`) matching `phrase` anywhere.
+fn contains_pattern(phrase: &str) -> String {
+    let mut out = String::from("%");
+    for c in phrase.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// The SQL condition of `expr` over `d` (docs) and `f` (docs_fts).
+fn lower(expr: &Expr, sql: &mut String, binds: &mut Vec<Bind>) {
+    match expr {
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            sql.push('(');
+            lower(a, sql, binds);
+            sql.push_str(if matches!(expr, Expr::And(..)) {
+                " AND "
+            } else {
+                " OR "
+            });
+            lower(b, sql, binds);
+            sql.push(')');
+        }
+        Expr::Not(a) => {
+            sql.push_str("NOT (");
+            lower(a, sql, binds);
+            sql.push(')');
+        }
+        Expr::Name(glob) => {
+            sql.push_str("f.name LIKE ? ESCAPE '\\'");
+            binds.push(Bind::Text(name_pattern(glob)));
+        }
+        Expr::Content(phrase) => {
+            sql.push_str("f.content LIKE ? ESCAPE '\\'");
+            binds.push(Bind::Text(contains_pattern(phrase)));
+        }
+        Expr::MediaType(MediaType::Folder) => sql.push_str("d.is_dir = 1"),
+        Expr::MediaType(MediaType::OneOf(types)) => {
+            sql.push_str("(d.is_dir = 0 AND d.mime IN (");
+            for (i, t) in types.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('?');
+                binds.push(Bind::Text((*t).to_owned()));
+            }
+            sql.push_str("))");
+        }
+        Expr::MediaType(MediaType::Prefix(p)) => {
+            sql.push_str("(d.is_dir = 0 AND substr(d.mime, 1, length(?)) = ?)");
+            binds.push(Bind::Text(p.clone()));
+            binds.push(Bind::Text(p.clone()));
+        }
+        Expr::Mtime(cmp, ns) => compare("d.mtime_ns", *cmp, *ns, crate::kql::DAY_NS, sql, binds),
+        Expr::Size(cmp, n) => compare("d.size", *cmp, *n, 1, sql, binds),
+        Expr::Scope(id) => match scope(id) {
+            Scope::Space(space) => {
+                sql.push_str("d.space_id = ?");
+                binds.push(Bind::Text(space));
+            }
+            Scope::Node(node) => {
+                // At or below the node named, wherever the index has it.
+                sql.push_str(
+                    "EXISTS (SELECT 1 FROM docs s WHERE s.id = ? AND s.space_id = d.space_id
+                     AND (d.path = s.path OR substr(d.path, 1, length(s.path) + 1) = s.path || '/'))",
+                );
+                binds.push(Bind::Text(node));
+            }
+        },
+    }
+}
+
+/// `column cmp value`; `:` (Eq) is the span `[value, value + span)` (a whole day for dates).
+fn compare(column: &str, cmp: Cmp, value: i64, span: i64, sql: &mut String, binds: &mut Vec<Bind>) {
+    let op = match cmp {
+        Cmp::Lt => "<",
+        Cmp::Le => "<=",
+        Cmp::Gt => ">",
+        Cmp::Ge => ">=",
+        Cmp::Eq => {
+            sql.push_str(&format!("({column} >= ? AND {column} < ?)"));
+            binds.push(Bind::Int(value));
+            binds.push(Bind::Int(value.saturating_add(span)));
+            return;
+        }
+    };
+    // A date compared with `>` means after that day, `<=` up to its end.
+    let value = match cmp {
+        Cmp::Gt | Cmp::Le if span > 1 => value.saturating_add(span - 1),
+        _ => value,
+    };
+    sql.push_str(&format!("{column} {op} ?"));
+    binds.push(Bind::Int(value));
+}
+
+enum Scope {
+    Space(String),
+    Node(String),
+}
+
+/// A scope value: a space id (`PROVIDER$SPACE`), a space's root id (`PROVIDER$SPACE!SPACE`,
+/// the whole space too) or another resource id.
+fn scope(id: &str) -> Scope {
+    match id.split_once('!') {
+        None => Scope::Space(id.to_owned()),
+        Some((space, node)) if space.rsplit_once('$').is_some_and(|(_, s)| s == node) => {
+            Scope::Space(space.to_owned())
+        }
+        Some(_) => Scope::Node(id.to_owned()),
+    }
+}
+
+/// The score of a hit: 1, plus 2 per name term it matches, plus 1 per content phrase, so a
+/// name match ranks above a content match.
+fn score(expr: &Expr, sql: &mut String, binds: &mut Vec<Bind>) {
+    match expr {
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            score(a, sql, binds);
+            score(b, sql, binds);
+        }
+        Expr::Name(glob) => {
+            sql.push_str(" + (CASE WHEN f.name LIKE ? ESCAPE '\\' THEN 2.0 ELSE 0.0 END)");
+            binds.push(Bind::Text(name_pattern(glob)));
+        }
+        Expr::Content(phrase) => {
+            sql.push_str(" + (CASE WHEN f.content LIKE ? ESCAPE '\\' THEN 1.0 ELSE 0.0 END)");
+            binds.push(Bind::Text(contains_pattern(phrase)));
+        }
+        Expr::Not(_) | Expr::MediaType(_) | Expr::Mtime(..) | Expr::Size(..) | Expr::Scope(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, path: &str, name: &str) -> Doc {
+        Doc {
+            id: id.into(),
+            space_id: "p$s".into(),
+            parent_id: "p$s!s".into(),
+            path: path.into(),
+            name: name.into(),
+            mime: "text/plain".into(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn names_and_contents_are_found_within_reach() -> Result<(), IndexError> {
+        let dir = tempfile::tempdir().map_err(|e| IndexError(e.into()))?;
+        let index = Index::open(dir.path()).await?;
+        index
+            .upsert(&doc("p$s!a", "/a", "Report.txt"), Some("the big cat"))
+            .await?;
+        let mut d = doc("p$s!b", "/dir", "dir");
+        d.is_dir = true;
+        index.upsert(&d, None).await?;
+        index
+            .upsert(&doc("p$s!c", "/dir/cat.md", "cat.md"), Some("nothing"))
+            .await?;
+        let all = [Reach {
+            space_id: "p$s".into(),
+            below: None,
+        }];
+        let q = |s: &str| {
+            crate::kql::parse(s).map_err(|e| IndexError(sqlx::Error::Protocol(e.to_string())))
+        };
+        let (hits, total) = index.search(&q("report")?, &all, 10).await?;
+        assert_eq!((hits.len(), total), (1, 1));
+        let (hits, _) = index.search(&q("cat OR content:cat")?, &all, 10).await?;
+        // The name match ranks first.
+        assert_eq!(hits[0].doc.name, "cat.md");
+        assert_eq!(hits[1].doc.name, "Report.txt");
+        let below = [Reach {
+            space_id: "p$s".into(),
+            below: Some("/dir".into()),
+        }];
+        let (hits, _) = index.search(&q("cat OR content:cat")?, &below, 10).await?;
+        assert_eq!(hits.len(), 1);
+        // Content kept when a file is updated without it.
+        index
+            .upsert(&doc("p$s!a", "/a", "Report.txt"), None)
+            .await?;
+        assert_eq!(
+            index.search(&q("content:\"big cat\"")?, &all, 10).await?.1,
+            1
+        );
+        index.remove("p$s", "/dir").await?;
+        assert_eq!(index.search(&q("cat")?, &all, 10).await?.1, 0);
+        assert_eq!(index.search(&q("mediatype:folder")?, &all, 10).await?.1, 0);
+        Ok(())
+    }
+}

@@ -1,0 +1,703 @@
+//! Search (`REPORT` `oc:search-files`) in one in-process deployment (every service, the real
+//! boot path, the proxy on a real port): names and contents found, the answer's shape and
+//! `Content-Range`, bad queries 400, and rights checked at query time — another user's files
+//! never found, a share found by its recipient until it is revoked, a project space's files
+//! by its members until they are removed or the space is disabled. Without the search
+//! service, search is 503 and WebDAV works; files changed while it was not running are found
+//! once it runs again on the same data dir.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arca_tests::{HttpResponse, InProcess, TempDir, basic, eventually, get, send};
+use serde_json::Value;
+
+const SECRET: &str = "search-secret";
+/// The crawler's pace in these tests (the default is 1 s).
+const INTERVAL: (&str, &str) = ("search.interval", "100ms");
+/// How long a change may take to be found: many crawler ticks.
+const WITHIN: Duration = Duration::from_secs(20);
+const JSON: (&str, &str) = ("content-type", "application/json");
+const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
+
+fn admin() -> String {
+    basic("admin", SECRET)
+}
+
+fn auth(value: &str) -> (&str, &str) {
+    ("authorization", value)
+}
+
+async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<InProcess> {
+    let mut all = vec![INTERVAL];
+    all.extend_from_slice(settings);
+    InProcess::ready(dir, SECRET, &all).await
+}
+
+/// Creates a user `name` with password `NAME-pass`; its id and its Basic credentials.
+async fn user(a: &str, name: &str) -> anyhow::Result<(String, String)> {
+    let body = serde_json::json!({
+        "onPremisesSamAccountName": name,
+        "displayName": name,
+        "passwordProfile": {"password": format!("{name}-pass")},
+    })
+    .to_string();
+    let r = send(
+        a,
+        "POST",
+        "/graph/v1.0/users",
+        &[auth(&admin()), JSON],
+        body,
+    )
+    .await?;
+    anyhow::ensure!(r.status == 201, "creating {name}: {}", r.text());
+    let id = r.json()?["id"].as_str().context("user id")?.to_owned();
+    Ok((id, basic(name, &format!("{name}-pass"))))
+}
+
+async fn put(a: &str, path: &str, who: &str, body: &str) -> anyhow::Result<()> {
+    let r = send(a, "PUT", path, &[auth(who)], body.to_owned()).await?;
+    anyhow::ensure!(
+        r.status == 201 || r.status == 204,
+        "PUT {path}: {} {}",
+        r.status,
+        r.text()
+    );
+    Ok(())
+}
+
+async fn mkcol(a: &str, path: &str, who: &str) -> anyhow::Result<()> {
+    let r = send(a, "MKCOL", path, &[auth(who)], "").await?;
+    anyhow::ensure!(r.status == 201, "MKCOL {path}: {} {}", r.status, r.text());
+    Ok(())
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// `REPORT` `oc:search-files` at `root` as ownCloud Web sends it.
+async fn report(
+    a: &str,
+    root: &str,
+    who: &str,
+    pattern: &str,
+    limit: u32,
+) -> anyhow::Result<HttpResponse> {
+    let body = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<oc:search-files xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
+  <d:prop><oc:fileid/><oc:name/><oc:score/><d:getetag/><oc:permissions/></d:prop>
+  <oc:search><oc:pattern>{}</oc:pattern><oc:limit>{limit}</oc:limit></oc:search>
+</oc:search-files>"#,
+        escape(pattern)
+    );
+    send(
+        a,
+        "REPORT",
+        root,
+        &[auth(who), ("content-type", "application/xml")],
+        body,
+    )
+    .await
+}
+
+/// Every `<oc:name>` of a multistatus, sorted.
+fn names(body: &str) -> Vec<String> {
+    let mut out: Vec<String> = body
+        .split("<oc:name>")
+        .skip(1)
+        .filter_map(|s| s.split_once("</oc:name>").map(|(n, _)| n.to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The names a search finds for `who` (on `/remote.php/dav/spaces/`).
+async fn found(a: &str, who: &str, pattern: &str) -> anyhow::Result<Vec<String>> {
+    let r = report(a, "/remote.php/dav/spaces/", who, pattern, 100).await?;
+    anyhow::ensure!(
+        r.status == 207,
+        "search {pattern}: {} {}",
+        r.status,
+        r.text()
+    );
+    Ok(names(&r.text()))
+}
+
+/// Waits until searching `pattern` as `who` finds exactly `want`.
+async fn until_found(a: &str, who: &str, pattern: &str, want: &[&str]) -> anyhow::Result<()> {
+    let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    eventually(WITHIN, &format!("{pattern} finds {want:?}"), || {
+        let want = want.clone();
+        async move {
+            let got = found(a, who, pattern).await?;
+            anyhow::ensure!(got == want, "found {got:?}");
+            Ok(Some(()))
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn names_and_contents_are_found_in_ocis_shape_on_every_root() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    mkcol(a, "/remote.php/webdav/notes", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/notes/Report-2024.md",
+        &admin,
+        "the quick brown fox",
+    )
+    .await?;
+    put(
+        a,
+        "/remote.php/webdav/zebra.txt",
+        &admin,
+        "a report inside, and a fox",
+    )
+    .await?;
+    put(
+        a,
+        "/remote.php/webdav/photo.png",
+        &admin,
+        "not really a picture",
+    )
+    .await?;
+
+    // Indexed once all three are there (the crawler may have run between two PUTs).
+    until_found(
+        a,
+        &admin,
+        "content:fox OR photo",
+        &["Report-2024.md", "photo.png", "zebra.txt"],
+    )
+    .await?;
+    assert_eq!(
+        found(a, &admin, r#"name:"*report*""#).await?,
+        ["Report-2024.md"]
+    );
+    // Content of text files; a name match ranks above a content match.
+    let r = report(
+        a,
+        "/remote.php/dav/spaces/",
+        &admin,
+        "report OR content:report",
+        10,
+    )
+    .await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    let body = r.text();
+    let first = body.find("Report-2024.md").context("name hit")?;
+    let second = body.find("zebra.txt").context("content hit")?;
+    assert!(first < second, "{body}");
+    assert_eq!(r.header("content-range"), Some("rows 0-1/2"));
+    assert_eq!(
+        found(a, &admin, r#"content:"brown fox""#).await?,
+        ["Report-2024.md"]
+    );
+    assert_eq!(
+        found(a, &admin, "content:fox AND name:*.txt").await?,
+        ["zebra.txt"]
+    );
+    assert_eq!(found(a, &admin, "mediatype:folder").await?, ["notes"]);
+    assert_eq!(found(a, &admin, "mediatype:image").await?, ["photo.png"]);
+    assert_eq!(
+        found(a, &admin, "mediatype:document AND mtime>2000-01-01").await?,
+        ["Report-2024.md", "zebra.txt"]
+    );
+    assert!(found(a, &admin, "mtime<2000-01-01").await?.is_empty());
+    assert_eq!(
+        found(a, &admin, "size>19 AND NOT mediatype:folder").await?,
+        ["photo.png", "zebra.txt"]
+    );
+
+    // The answer's shape: href under the space, ids, etag, permissions, score.
+    let r = report(
+        a,
+        "/remote.php/dav/spaces/",
+        &admin,
+        "name:Report-2024.md",
+        10,
+    )
+    .await?;
+    let body = r.text();
+    let space = get(a, "/graph/v1.0/me/drives", &[auth(&admin)])
+        .await?
+        .json()?["value"][0]["id"]
+        .as_str()
+        .context("drive id")?
+        .to_owned();
+    assert!(
+        body.contains(&format!(
+            "<d:href>/dav/spaces/{}/notes/Report-2024.md</d:href>",
+            space.replace('$', "%24")
+        )),
+        "{body}"
+    );
+    for prop in [
+        "<oc:fileid>",
+        "<oc:file-parent>",
+        "<oc:score>",
+        "<d:getetag>",
+        "<oc:permissions>RDNVWZP</oc:permissions>",
+        "<d:getcontenttype>text/markdown</d:getcontenttype>",
+    ] {
+        assert!(body.contains(prop), "{prop} in {body}");
+    }
+    assert_eq!(r.header("content-range"), Some("rows 0-0/1"));
+    // The limit caps the hits, not the total.
+    let r = report(
+        a,
+        "/remote.php/dav/spaces/",
+        &admin,
+        "content:fox OR name:report",
+        1,
+    )
+    .await?;
+    assert_eq!(names(&r.text()).len(), 1);
+    assert_eq!(r.header("content-range"), Some("rows 0-0/2"));
+    // Every root answers the same search; scope narrows it.
+    for root in [
+        "/remote.php/webdav/".to_owned(),
+        "/remote.php/dav/files/admin/".to_owned(),
+        format!("/dav/spaces/{space}"),
+        "/dav/spaces/".to_owned(),
+    ] {
+        let r = report(a, &root, &admin, "report", 10).await?;
+        assert_eq!(r.status, 207, "{root}: {}", r.text());
+        assert_eq!(names(&r.text()), ["Report-2024.md"], "{root}");
+    }
+    // Scope: below a folder (its id, as the folder search gives it), or another space.
+    let folder = report(a, "/remote.php/dav/spaces/", &admin, "mediatype:folder", 10).await?;
+    let notes = folder
+        .text()
+        .split("<oc:fileid>")
+        .nth(1)
+        .and_then(|f| f.split_once("</oc:fileid>"))
+        .map(|(f, _)| f.to_owned())
+        .context("folder id")?;
+    assert_eq!(
+        found(a, &admin, &format!("content:fox scope:{notes}")).await?,
+        ["Report-2024.md"]
+    );
+    assert!(
+        found(a, &admin, "content:fox scope:storage-users$nope")
+            .await?
+            .is_empty()
+    );
+    assert_eq!(
+        found(a, &admin, &format!("content:fox scope:{space}")).await?,
+        ["Report-2024.md", "zebra.txt"]
+    );
+    let none = report(
+        a,
+        "/remote.php/dav/spaces/",
+        &admin,
+        "name:nothing-like-this",
+        10,
+    )
+    .await?;
+    assert_eq!(none.status, 207);
+    // As oCIS: no Content-Range when nothing is found.
+    assert_eq!(none.header("content-range"), None);
+
+    // Bad queries: 400 with one line naming the problem.
+    for (bad, says) in [
+        ("colour:red", "unknown search property"),
+        (r#"name:"open"#, "unterminated quote"),
+        ("(a OR b", "parentheses"),
+        ("mtime>yesterday", "mtime"),
+        ("a AND", "AND"),
+    ] {
+        let r = report(a, "/remote.php/dav/spaces/", &admin, bad, 10).await?;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+        let text = r.text();
+        assert!(text.contains(says), "{bad}: {text}");
+        let message = text
+            .split("<s:message>")
+            .nth(1)
+            .and_then(|m| m.split_once("</s:message>"))
+            .map(|(m, _)| m.to_owned())
+            .unwrap_or_default();
+        assert!(!message.contains('\n'), "{bad}: one line, {text}");
+    }
+    // Other REPORTs are refused as oCIS refuses them; other methods on the space-less root
+    // are not allowed.
+    let other = send(
+        a,
+        "REPORT",
+        "/remote.php/dav/spaces/",
+        &[auth(&admin)],
+        r#"<oc:filter-files xmlns:oc="http://owncloud.org/ns"/>"#,
+    )
+    .await?;
+    assert_eq!(other.status, 400, "{}", other.text());
+    assert!(
+        other.text().contains("missing search-files tag"),
+        "{}",
+        other.text()
+    );
+    let r = send(
+        a,
+        "PROPFIND",
+        "/remote.php/dav/spaces/",
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 405, "{}", r.text());
+    let anon = report(a, "/remote.php/dav/spaces/", "", "report", 10).await?;
+    assert_eq!(anon.status, 401);
+
+    // The capability ownCloud Web looks for.
+    let caps = get(
+        a,
+        "/ocs/v1.php/cloud/capabilities?format=json",
+        &[auth(&admin)],
+    )
+    .await?;
+    let caps: Value = caps.json()?;
+    assert_eq!(
+        caps["ocs"]["data"]["capabilities"]["dav"]["reports"],
+        serde_json::json!(["search-files"])
+    );
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn search_finds_only_what_the_caller_may_read_now_shares_included() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    let (_, bob) = user(a, "bob").await?;
+    mkcol(a, "/remote.php/webdav/Docs", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/Docs/budget.txt",
+        &admin,
+        "secret numbers",
+    )
+    .await?;
+    put(a, "/remote.php/webdav/private.txt", &admin, "secret diary").await?;
+    put(
+        a,
+        "/remote.php/webdav/bobs-budget.txt",
+        &bob,
+        "bob's numbers",
+    )
+    .await?;
+    until_found(a, &admin, "budget", &["budget.txt"]).await?;
+    until_found(a, &bob, "budget", &["bobs-budget.txt"]).await?;
+    // Another user's files are never found, by name or content.
+    assert!(found(a, &bob, "content:secret").await?.is_empty());
+    assert!(found(a, &admin, "content:bob").await?.is_empty());
+
+    // Shared with bob: found by him, below the shared folder only.
+    let r = send(
+        a,
+        "POST",
+        "/ocs/v2.php/apps/files_sharing/api/v1/shares?format=json",
+        &[auth(&admin), FORM],
+        "path=%2FDocs&shareType=0&shareWith=bob&permissions=1",
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let share = r.json()?["ocs"]["data"]["id"]
+        .as_str()
+        .context("share id")?
+        .to_owned();
+    let got = found(a, &bob, "content:secret").await?;
+    assert_eq!(got, ["budget.txt"]);
+    assert_eq!(
+        found(a, &bob, "budget").await?,
+        ["bobs-budget.txt", "budget.txt"]
+    );
+    let r = report(a, "/remote.php/dav/spaces/", &bob, "content:secret", 10).await?;
+    // A viewer's permissions: shared, nothing more.
+    assert!(
+        r.text().contains("<oc:permissions>S</oc:permissions>"),
+        "{}",
+        r.text()
+    );
+    // The hit's href is a URL the recipient may read.
+    let text = r.text();
+    let href = text
+        .split("<d:href>")
+        .nth(1)
+        .and_then(|h| h.split_once("</d:href>"))
+        .map(|(h, _)| h.to_owned())
+        .context("href")?;
+    let got = get(a, &href, &[auth(&bob)]).await?;
+    assert_eq!(got.status, 200, "GET {href}: {}", got.text());
+    assert_eq!(got.body, b"secret numbers");
+
+    // Revoked: gone from the very next query.
+    let r = send(
+        a,
+        "DELETE",
+        &format!("/ocs/v2.php/apps/files_sharing/api/v1/shares/{share}?format=json"),
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(found(a, &bob, "content:secret").await?.is_empty());
+    assert_eq!(found(a, &bob, "budget").await?, ["bobs-budget.txt"]);
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn project_space_members_find_its_files_until_removed_or_disabled() -> anyhow::Result<()> {
+    const VIEWER: &str = "a8d5fe5e-96e3-418d-825b-534dbdf22b99";
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    let (vic_id, vic) = user(a, "vic").await?;
+    let (ed_id, ed) = user(a, "ed").await?;
+    let r = send(
+        a,
+        "POST",
+        "/graph/v1beta1/drives",
+        &[auth(&admin), JSON],
+        r#"{"name":"Team"}"#,
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()?["id"].as_str().context("drive id")?.to_owned();
+    put(
+        a,
+        &format!("/dav/spaces/{id}/plan.txt"),
+        &admin,
+        "launch plan",
+    )
+    .await?;
+    let invite = serde_json::json!({
+        "recipients": [
+            {"objectId": vic_id, "@libre.graph.recipient.type": "user"},
+            {"objectId": ed_id, "@libre.graph.recipient.type": "user"},
+        ],
+        "roles": [VIEWER],
+    })
+    .to_string();
+    let r = send(
+        a,
+        "POST",
+        &format!("/graph/v1beta1/drives/{id}/root/invite"),
+        &[auth(&admin), JSON],
+        invite,
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text());
+    until_found(a, &vic, "content:launch", &["plan.txt"]).await?;
+    assert_eq!(found(a, &ed, "plan").await?, ["plan.txt"]);
+    let r = report(a, "/remote.php/dav/spaces/", &vic, "plan", 10).await?;
+    assert!(
+        r.text().contains(&format!(
+            "<d:href>/dav/spaces/{}/plan.txt</d:href>",
+            id.replace('$', "%24")
+        )),
+        "{}",
+        r.text()
+    );
+
+    // vic removed: gone at once; ed still finds it.
+    let r = send(
+        a,
+        "DELETE",
+        &format!("/graph/v1beta1/drives/{id}/root/permissions/u:{vic_id}"),
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(found(a, &vic, "plan").await?.is_empty());
+    assert_eq!(found(a, &ed, "plan").await?, ["plan.txt"]);
+
+    // The space disabled: gone for every member at once, the manager included.
+    let r = send(
+        a,
+        "DELETE",
+        &format!("/graph/v1.0/drives/{id}"),
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(found(a, &ed, "plan").await?.is_empty());
+    assert!(found(a, &admin, "plan").await?.is_empty());
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_a_search_service_search_is_503_and_the_rest_works() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(
+        &dir,
+        &[(
+            "services",
+            "proxy,frontend,gateway,storage-users,storage-system,sharing,thumbnails",
+        )],
+    )
+    .await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    put(a, "/remote.php/webdav/a.txt", &admin, "hello").await?;
+    let r = report(a, "/remote.php/dav/spaces/", &admin, "a", 10).await?;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    let r = report(a, "/remote.php/webdav/", &admin, "a", 10).await?;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let got = get(a, "/remote.php/webdav/a.txt", &[auth(&admin)]).await?;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body, b"hello");
+    let r = send(
+        a,
+        "PROPFIND",
+        "/remote.php/webdav/",
+        &[auth(&admin), ("depth", "1")],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 207);
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_index_catches_up_with_changes_made_while_search_was_down() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let admin = admin();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.clone();
+    mkcol(&a, "/remote.php/webdav/old", &admin).await?;
+    put(&a, "/remote.php/webdav/old/gone.txt", &admin, "first words").await?;
+    put(&a, "/remote.php/webdav/kept.txt", &admin, "first words").await?;
+    until_found(&a, &admin, "content:first", &["gone.txt", "kept.txt"]).await?;
+    server.stop().await?;
+
+    // The same data dir without the search service: files change meanwhile.
+    let server = start(
+        &dir,
+        &[(
+            "services",
+            "proxy,frontend,gateway,storage-users,storage-system,sharing,thumbnails",
+        )],
+    )
+    .await?;
+    let a = server.public.clone();
+    let r = send(&a, "DELETE", "/remote.php/webdav/old", &[auth(&admin)], "").await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    put(&a, "/remote.php/webdav/kept.txt", &admin, "second words").await?;
+    mkcol(&a, "/remote.php/webdav/new", &admin).await?;
+    put(
+        &a,
+        "/remote.php/webdav/new/fresh.txt",
+        &admin,
+        "second words",
+    )
+    .await?;
+    server.stop().await?;
+
+    // Back with search: the index (kept on disk) catches up.
+    let server = start(&dir, &[]).await?;
+    let a = server.public.clone();
+    until_found(&a, &admin, "content:second", &["fresh.txt", "kept.txt"]).await?;
+    assert!(found(&a, &admin, "content:first").await?.is_empty());
+    assert!(found(&a, &admin, "gone").await?.is_empty());
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn moved_folders_and_renamed_files_are_found_where_they_are_now() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    mkcol(a, "/remote.php/webdav/proj", &admin).await?;
+    mkcol(a, "/remote.php/webdav/proj/deep", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/proj/deep/inner.txt",
+        &admin,
+        "moving words",
+    )
+    .await?;
+    put(a, "/remote.php/webdav/loose.txt", &admin, "loose words").await?;
+    until_found(a, &admin, "content:words", &["inner.txt", "loose.txt"]).await?;
+
+    let host = format!("http://{a}");
+    for (from, to) in [
+        ("proj", "archive-2024"),
+        ("loose.txt", "archive-2024/tidy.txt"),
+    ] {
+        let destination = format!("{host}/remote.php/webdav/{to}");
+        let r = send(
+            a,
+            "MOVE",
+            &format!("/remote.php/webdav/{from}"),
+            &[auth(&admin), ("destination", destination.as_str())],
+            "",
+        )
+        .await?;
+        assert!(
+            r.status == 201 || r.status == 204,
+            "MOVE {from}: {}",
+            r.text()
+        );
+    }
+    until_found(a, &admin, "content:words", &["inner.txt", "tidy.txt"]).await?;
+    let r = report(a, "/remote.php/dav/spaces/", &admin, "inner", 10).await?;
+    let text = r.text();
+    assert!(
+        text.contains("/archive-2024/deep/inner.txt</d:href>"),
+        "{text}"
+    );
+    assert!(found(a, &admin, "proj").await?.is_empty());
+    assert_eq!(found(a, &admin, "archive").await?, ["archive-2024"]);
+    server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_text_files_within_the_size_bound_have_their_content_indexed() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[("search.max_content_bytes", "32")]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    put(a, "/remote.php/webdav/small.txt", &admin, "a needle").await?;
+    let big = format!("{} needle", "hay ".repeat(20));
+    put(a, "/remote.php/webdav/big.txt", &admin, &big).await?;
+    put(a, "/remote.php/webdav/code.rs", &admin, "fn needle() {}").await?;
+    put(
+        a,
+        "/remote.php/webdav/blob.bin",
+        &admin,
+        "a needle in bytes",
+    )
+    .await?;
+    until_found(
+        a,
+        &admin,
+        "name:*.*",
+        &["big.txt", "blob.bin", "code.rs", "small.txt"],
+    )
+    .await?;
+    assert_eq!(
+        found(a, &admin, "content:needle").await?,
+        ["code.rs", "small.txt"]
+    );
+    server.stop().await?;
+    Ok(())
+}
