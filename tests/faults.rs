@@ -147,10 +147,11 @@ async fn readyz_until(
 }
 
 /// `pg_ctl restart -m fast` (every connection terminated, the server back within a second)
-/// under the load: no request fails, none even hears 503 — the calls that met the restart are
-/// run again server-side within `database_retry`. Then an outage with a 2 s retry: requests
-/// past the deadline hear 503 with Retry-After, never 500, `/readyz` turns not-ready naming
-/// the database and ready again once it is back, and every request succeeds after.
+/// under the load: no request fails — the calls that met the restart are run again
+/// server-side within `database_retry`; only a write whose COMMIT the restart cut hears 503.
+/// Then an outage with a 2 s retry: requests past the deadline hear 503 with Retry-After,
+/// never 500, `/readyz` turns not-ready naming the database and ready again once it is back,
+/// and every request succeeds after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow::Result<()> {
     let dir = TempDir::new();
@@ -198,7 +199,12 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
         failures.is_empty(),
         "requests failed through a restart: {failures:?}"
     );
-    assert_eq!(unavailable, 0, "a fast restart made requests hear 503");
+    // Only the writes whose COMMIT the restart cut may hear 503 (whether those landed is
+    // unknown: the client sends them again).
+    assert!(
+        unavailable <= 8,
+        "a fast restart made {unavailable} requests hear 503"
+    );
     assert!(ok >= 40, "the load hardly ran: {ok} requests");
     drop(server);
 

@@ -109,6 +109,10 @@ pub enum StoreError {
     Blob(#[from] object_store::Error),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The database went away while a batch of writes was committing: they may or may not
+    /// have landed, and none was acknowledged.
+    #[error("the database went away during a commit: {0}")]
+    CommitUncertain(String),
 }
 
 impl StoreError {
@@ -138,6 +142,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         let e = match self {
             StoreError::Db(e) => e,
+            StoreError::CommitUncertain(_) => return true,
             // A remote object store that still failed after its client's own retries (5xx,
             // SlowDown, resets, timeouts): out of reach for now. A local disk's failure is
             // not that: it is a fault (or full, which `is_storage_full` tells).

@@ -314,15 +314,23 @@ async fn run(
     match attempted {
         Ok(outcomes) => answer(jobs, outcomes.into_iter().map(Ok).collect()),
         Err(Failure::Commit(e)) => {
+            // Whether the COMMIT landed is unknown. A lost connection is the database going
+            // away (a restart): every job hears that, 503, and a client sends its write again
+            // (a PUT's content is the same either way). Anything else is a fault.
+            let lost = e.is_unavailable();
             let message = e.to_string();
             let mut first = Some(e);
             let errors = jobs
                 .iter()
                 .map(|_| {
                     Err(first.take().unwrap_or_else(|| {
-                        StoreError::Io(std::io::Error::other(format!(
-                            "committing a batch of writes failed: {message}"
-                        )))
+                        if lost {
+                            StoreError::CommitUncertain(message.clone())
+                        } else {
+                            StoreError::Io(std::io::Error::other(format!(
+                                "committing a batch of writes failed: {message}"
+                            )))
+                        }
                     }))
                 })
                 .collect();
