@@ -4,6 +4,10 @@
 // Paths are in the user's files ("/a/b"); permissions are OCS bits.
 
 import { request, failure } from "./api.js";
+import { h, announce } from "./ui.js";
+
+/** How long typing pauses before the people search asks. */
+const SEARCH_DELAY_MS = 250;
 
 const BASE = "/ocs/v2.php/apps/files_sharing/api/v1";
 
@@ -71,6 +75,42 @@ export async function sharees(search, folder) {
     }
   }
   return out;
+}
+
+/**
+ * Search as you type for people and groups: `search` (an input) fills `results` (a list)
+ * with buttons, each calling `pick({label, type, with})`; answers to older keystrokes are
+ * dropped. `folder` tells the server what is shared (some roles fit folders only).
+ */
+export function searchAsYouType(search, results, folder, pick) {
+  let timer = 0;
+  let asked = 0;
+  search.addEventListener("input", () => {
+    clearTimeout(timer);
+    const term = search.value.trim();
+    if (!term) {
+      results.hidden = true;
+      return;
+    }
+    timer = setTimeout(async () => {
+      const mine = ++asked;
+      let found = [];
+      try {
+        found = await sharees(term, folder);
+      } catch (e) {
+        return announce(e.message, "error");
+      }
+      if (mine !== asked) return;
+      results.replaceChildren(
+        ...(found.length
+          ? found.map((f) =>
+              h("li", {}, h("button", { type: "button", class: "share-result", onclick: () => pick(f) }, f.label, f.type === TYPE.group ? " (group)" : "")),
+            )
+          : [h("li", { class: "empty" }, "No one found.")]),
+      );
+      results.hidden = false;
+    }, SEARCH_DELAY_MS);
+  });
 }
 
 /** The shares and links the user made of `path` (in the project space `space`, if given). */

@@ -9,7 +9,6 @@ import { h, icon, formatDate, announce } from "./ui.js";
 const $ = (id) => document.getElementById(id);
 const { TYPE } = shares;
 /** Typing pauses this long before a search is sent. */
-const SEARCH_DELAY_MS = 250;
 
 /** "2030-01-02 12:00:00" (OCS) → "2030-01-02", what a date input holds. */
 function day(expiration) {
@@ -135,38 +134,7 @@ export async function showShare(entry, path, space) {
     await reload();
   };
 
-  let timer = 0;
-  let asked = 0;
-  search.addEventListener("input", () => {
-    clearTimeout(timer);
-    const term = search.value.trim();
-    if (!term) {
-      results.hidden = true;
-      return;
-    }
-    timer = setTimeout(async () => {
-      const mine = ++asked;
-      let found = [];
-      try {
-        found = await shares.sharees(term, folder);
-      } catch (e) {
-        return announce(e.message, "error");
-      }
-      if (mine !== asked) return;
-      results.replaceChildren(
-        ...(found.length
-          ? found.map((f) =>
-              h(
-                "li",
-                {},
-                h("button", { type: "button", class: "share-result", onclick: () => addPerson(f) }, f.label, f.type === TYPE.group ? " (group)" : ""),
-              ),
-            )
-          : [h("li", { class: "empty" }, "No one found.")]),
-      );
-      results.hidden = false;
-    }, SEARCH_DELAY_MS);
-  });
+  shares.searchAsYouType(search, results, folder, addPerson);
 
   // A new link: role, optional password and expiry.
   const linkRole = roleSelect(folder, TYPE.link, shares.PERM.read, "Role of a new link", () => {});

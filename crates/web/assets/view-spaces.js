@@ -10,7 +10,6 @@ import { h, icon, announce, byName, formatSize } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 const GRAPH = "/graph/v1beta1";
-const SEARCH_DELAY_MS = 250;
 
 /** The member roles, by oCIS's role ids, with what the app calls them. */
 const ROLES = [
@@ -198,32 +197,7 @@ async function showMembers(d, managed) {
         // OCS takes the user's or the group's name, as the search found it.
         await shares.create("", found.type === shares.TYPE.group ? 8 : 7, { shareWith: found.with, space_ref: d.id, role: role.name });
       }, `Added ${found.label}.`);
-    let timer = 0;
-    let asked = 0;
-    search.addEventListener("input", () => {
-      clearTimeout(timer);
-      const term = search.value.trim();
-      if (!term) {
-        results.hidden = true;
-        return;
-      }
-      timer = setTimeout(async () => {
-        const mine = ++asked;
-        let found = [];
-        try {
-          found = await shares.sharees(term, true);
-        } catch (e) {
-          return announce(e.message, "error");
-        }
-        if (mine !== asked) return;
-        results.replaceChildren(
-          ...(found.length
-            ? found.map((f) => h("li", {}, h("button", { type: "button", class: "share-result", onclick: () => add(f) }, f.label, f.type === shares.TYPE.group ? " (group)" : "")))
-            : [h("li", { class: "empty" }, "No one found.")]),
-        );
-        results.hidden = false;
-      }, SEARCH_DELAY_MS);
-    });
+    shares.searchAsYouType(search, results, true, add);
     panel.addEventListener("keydown", (e) => {
       if (e.key !== "Enter" || e.target !== search) return;
       e.preventDefault();
