@@ -124,6 +124,16 @@ async fn under_load<F: std::future::Future<Output = anyhow::Result<()>>>(
     Ok((tally.ok.load(Ordering::SeqCst), unavailable, failures))
 }
 
+/// The folder each load client writes in.
+async fn make_client_folders(addr: &str) -> anyhow::Result<()> {
+    for id in 0..CLIENTS {
+        let path = format!("/remote.php/dav/files/admin/c{id}");
+        let r = send_as(addr, &auth(), "MKCOL", &path, &[], "").await?;
+        anyhow::ensure!(r.status == 201, "MKCOL: {} {}", r.status, r.text());
+    }
+    Ok(())
+}
+
 /// Polls `/readyz` on `debug` until `pred(status, body)` holds, within `within`: the body.
 async fn readyz_until(
     debug: &str,
@@ -169,18 +179,7 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
     )
     .await?;
     let addr = server.public.clone();
-    for id in 0..CLIENTS {
-        let r = send_as(
-            &addr,
-            &auth(),
-            "MKCOL",
-            &format!("/remote.php/dav/files/admin/c{id}"),
-            &[],
-            "",
-        )
-        .await?;
-        anyhow::ensure!(r.status == 201, "MKCOL: {} {}", r.status, r.text());
-    }
+    make_client_folders(&addr).await?;
 
     let restarted = Instant::now();
     let (ok, unavailable, failures) = under_load(&addr, async {
@@ -383,18 +382,7 @@ async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
     )
     .await?;
     let addr = server.public.clone();
-    for id in 0..CLIENTS {
-        let r = send_as(
-            &addr,
-            &auth(),
-            "MKCOL",
-            &format!("/remote.php/dav/files/admin/c{id}"),
-            &[],
-            "",
-        )
-        .await?;
-        anyhow::ensure!(r.status == 201, "MKCOL: {} {}", r.status, r.text());
-    }
+    make_client_folders(&addr).await?;
     let (ok, unavailable, failures) = under_load(&addr, async {
         tokio::time::sleep(Duration::from_secs(4)).await;
         Ok(())

@@ -16,7 +16,6 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 
 use crate::wrk::{CONNECTIONS, find_program};
@@ -55,11 +54,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         .block_on(start_issuer(&jwk))
         .context("starting the issuer")?;
 
-    let password = format!("bench-{}", std::process::id());
-    let basic = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-    );
+    let (password, basic) = process::admin_credentials(USER);
     let arca_dir = scratch.path.join("arca");
     let (mut arca, debug, public) = process::spawn_arca(
         &arca_bin,

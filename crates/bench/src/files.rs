@@ -41,7 +41,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
@@ -174,11 +173,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     let arca_bin = process::locate_arca("files")?;
     ensure_tools()?;
     let scratch = Scratch::new("files").context("scratch directory")?;
-    let password = format!("bench-{}", std::process::id());
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-    );
+    let (password, auth) = process::admin_credentials(USER);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

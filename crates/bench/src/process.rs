@@ -141,6 +141,15 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
 
 /// `target/release/arca`, found from this binary's own location (`target/<profile>/arca-bench`),
 /// so the benchmark works from any working directory. `section` prefixes the line that names it.
+/// A password for `user` of this run, and its Basic authorization header: the admin of an
+/// `arca` a bench starts.
+pub(crate) fn admin_credentials(user: &str) -> (String, String) {
+    use base64::Engine as _;
+    let password = format!("bench-{}", std::process::id());
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    (password, format!("Basic {basic}"))
+}
+
 pub(crate) fn locate_arca(section: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating arca-bench itself")?;
     let target = exe

@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -400,11 +399,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     find_program("wrk")
         .context("wrk not found (apt-get install wrk; the files section installs it)")?;
     let scratch = Scratch::new("split").context("scratch directory")?;
-    let password = format!("bench-{}", std::process::id());
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-    );
+    let (password, auth) = process::admin_credentials(USER);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

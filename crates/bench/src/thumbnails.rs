@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use image::{DynamicImage, Rgb, RgbImage};
@@ -33,11 +32,7 @@ const WORKERS: &str = "2";
 pub(crate) fn run(_targets: &mut Targets) -> anyhow::Result<()> {
     let bin = process::locate_arca("thumbnails")?;
     let scratch = Scratch::new("thumbnails").context("scratch directory")?;
-    let password = format!("bench-{}", std::process::id());
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-    );
+    let (password, auth) = process::admin_credentials(USER);
     let (mut server, debug, addr) = process::spawn_arca(
         &bin,
         &scratch.path,

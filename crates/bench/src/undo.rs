@@ -21,7 +21,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 
@@ -58,11 +57,7 @@ struct Arca {
 
 impl Arca {
     fn start(bin: &Path, dir: &Path, versions: bool) -> anyhow::Result<Self> {
-        let password = format!("bench-{}", std::process::id());
-        let auth = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-        );
+        let (password, auth) = process::admin_credentials(USER);
         let versions = if versions { "true" } else { "false" };
         let (mut server, debug, addr) = process::spawn_arca(
             bin,

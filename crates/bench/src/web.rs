@@ -12,7 +12,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, ensure};
-use base64::Engine as _;
 use bytes::Bytes;
 
 use crate::files::{Conn, thousands};
@@ -49,11 +48,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         Err(_) => UPLOAD_MIB,
     };
     let scratch = Scratch::new("web").context("scratch directory")?;
-    let password = format!("bench-{}", std::process::id());
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"))
-    );
+    let (password, auth) = process::admin_credentials(USER);
     let (mut server, debug, addr) = process::spawn_arca(
         &bin,
         &scratch.path,
