@@ -67,6 +67,22 @@ export function formatDate(ms) {
 }
 
 /** A short message for screen readers and eyes, in the status line. */
+/**
+ * Runs `work`, then `reload` (what it changed is read back and shown), then says `what` or
+ * what failed: a panel tells a change is done only once it shows it.
+ */
+export async function changeThenShow(work, reload, what) {
+  let failed = null;
+  try {
+    await work();
+  } catch (e) {
+    failed = e;
+  }
+  await reload();
+  if (failed) announce(failed.message, "error");
+  else announce(what);
+}
+
 export function announce(message, kind = "info") {
   const status = document.getElementById("status");
   status.textContent = message;

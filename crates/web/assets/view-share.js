@@ -4,7 +4,7 @@
 
 import * as shares from "./shares.js";
 import { ask } from "./dialog.js";
-import { h, icon, formatDate, announce } from "./ui.js";
+import { h, icon, formatDate, announce, changeThenShow } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 const { TYPE } = shares;
@@ -68,17 +68,7 @@ export async function showShare(entry, path, space) {
   };
 
   // Each change says it is done once the panel shows it (the list is read back first).
-  const act = async (work, what) => {
-    let failed = null;
-    try {
-      await work();
-    } catch (e) {
-      failed = e;
-    }
-    await reload();
-    if (failed) announce(failed.message, "error");
-    else announce(what);
-  };
+  const act = (work, what) => changeThenShow(work, reload, what);
   const change = (s, changes, what) => act(() => shares.update(s.id, changes), what);
   const removeShare = (s, what) => act(() => shares.remove(s.id), what);
 

@@ -6,7 +6,7 @@
 import { request, failure, session } from "./api.js";
 import { ask } from "./dialog.js";
 import * as shares from "./shares.js";
-import { h, icon, announce, byName, formatSize } from "./ui.js";
+import { h, icon, announce, byName, formatSize, changeThenShow } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 const GRAPH = "/graph/v1beta1";
@@ -169,17 +169,7 @@ async function showMembers(d, managed) {
       }),
     );
   };
-  const run = async (work, what) => {
-    let failed = null;
-    try {
-      await work();
-    } catch (e) {
-      failed = e;
-    }
-    await reload();
-    if (failed) announce(failed.message, "error");
-    else announce(what);
-  };
+  const run = (work, what) => changeThenShow(work, reload, what);
   const change = (p, role, label) =>
     run(() => graph("PATCH", `${drive}/${encodeURIComponent(p.id)}`, { roles: [role] }), `${label} now has another role.`);
   const remove = (p, label) => run(() => graph("DELETE", `${drive}/${encodeURIComponent(p.id)}`), `${label} is no longer a member.`);
