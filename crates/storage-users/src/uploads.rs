@@ -408,6 +408,7 @@ impl Provider {
             mtime_ns: r.mtime_ns,
             expires: now + ttl,
             checksum: r.checksum.clone(),
+            hash_state: None,
         };
         self.store.create_upload(&record).await.map_err(|e| {
             tracing::error!(error = %e, "creating an upload");
@@ -620,6 +621,7 @@ mod tests {
             mtime_ns: 0,
             expires,
             checksum: String::new(),
+            hash_state: None,
         }
     }
 

@@ -40,6 +40,8 @@ const REMOTE_PART_SIZE: usize = 8 << 20;
 const REMOTE_MAX_PART_SIZE: usize = 64 << 20;
 /// S3's limit on the number of parts of one upload.
 const REMOTE_MAX_PARTS: u64 = 10_000;
+/// The largest object S3 copies in one `CopyObject` (5 GiB).
+const REMOTE_MAX_COPY: u64 = 5 << 30;
 /// Parts written concurrently per upload. Two keep the disk (or the network) busy while the next
 /// part fills, and bound memory at ~3 parts per upload.
 const MAX_PARTS_IN_FLIGHT: usize = 2;
@@ -491,6 +493,42 @@ impl BlobStore {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Whether [`BlobStore::adopt`] can take an object of `len` bytes: always on disk; on S3
+    /// up to the largest object one `CopyObject` copies.
+    pub(crate) fn can_adopt(&self, len: u64) -> bool {
+        self.local_root.is_some() || len <= REMOTE_MAX_COPY
+    }
+
+    /// Gives the finished object at `key` (an upload part) a second name, blob `id`, without
+    /// sending its bytes again: a hard link on disk, a server-side copy on S3. The part keeps
+    /// its own name, so deleting either never touches the other, and a crash between leaves
+    /// only a blob the collector judges by its row. Durable when this returns.
+    pub(crate) async fn adopt(&self, key: &Path, id: &str) -> Result<(), StoreError> {
+        let to = Self::key(id);
+        let Some(root) = &self.local_root else {
+            self.store.copy(key, &to).await?;
+            return Ok(());
+        };
+        let (from, to) = (root.join(key.as_ref()), root.join(to.as_ref()));
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let dir = to.parent().unwrap_or(FsPath::new("/")).to_owned();
+            if let Err(e) = std::fs::hard_link(&from, &to) {
+                if e.kind() != std::io::ErrorKind::NotFound || !from.exists() {
+                    return Err(e);
+                }
+                // The fan-out directory was removed: made again, as a direct write does.
+                std::fs::create_dir_all(&dir)?;
+                std::fs::hard_link(&from, &to)?;
+            }
+            // A link changes only the directory (and the inode's link count), which no fsync
+            // of the file's data covers: the directory is synced on every file system.
+            std::fs::File::open(&dir)?.sync_all()
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
         Ok(())
     }
 

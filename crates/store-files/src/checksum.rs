@@ -25,6 +25,25 @@ impl Checksums {
             ChecksumAlgo::Adler32 => &self.adler32,
         }
     }
+
+    /// `ChecksumMismatch` unless these are the checksum a client announced (hex, any case).
+    pub(crate) fn verify(
+        &self,
+        expected: Option<&(ChecksumAlgo, String)>,
+    ) -> Result<(), crate::StoreError> {
+        let Some((algo, want)) = expected else {
+            return Ok(());
+        };
+        let actual = self.get(*algo);
+        if actual.eq_ignore_ascii_case(want.trim()) {
+            return Ok(());
+        }
+        Err(crate::StoreError::ChecksumMismatch {
+            algo: *algo,
+            expected: want.clone(),
+            actual: actual.to_owned(),
+        })
+    }
 }
 
 /// All three digests fed in one pass, on the task that reads the body — until the body is

@@ -927,16 +927,7 @@ impl Store {
             .ok_or_else(|| StoreError::Corrupt(format!("upload {upload_id}: hash state")))?
             .finish()
             .await?;
-        if let Some((algo, expected)) = &opts.expected_checksum {
-            let actual = checksums.get(*algo);
-            if !actual.eq_ignore_ascii_case(expected.trim()) {
-                return Err(StoreError::ChecksumMismatch {
-                    algo: *algo,
-                    expected: expected.clone(),
-                    actual: actual.to_owned(),
-                });
-            }
-        }
+        checksums.verify(opts.expected_checksum.as_ref())?;
         let (space_id, allowance) = self.precheck_put(parent_id, name, &opts).await?;
         if allowance.is_some_and(|a| total > a) {
             return Err(StoreError::QuotaExceeded);
@@ -1110,17 +1101,7 @@ fn decode_parts(text: &str) -> Result<Vec<String>> {
 
 /// Finishes a chunk's own hasher and compares it with what the client announced.
 async fn check_checksum(h: Hasher, algo: ChecksumAlgo, want: &str) -> Result<()> {
-    let got = h.finish().await?;
-    let actual = got.get(algo);
-    if actual.eq_ignore_ascii_case(want.trim()) {
-        Ok(())
-    } else {
-        Err(StoreError::ChecksumMismatch {
-            algo,
-            expected: want.to_owned(),
-            actual: actual.to_owned(),
-        })
-    }
+    h.finish().await?.verify(Some(&(algo, want.to_owned())))
 }
 
 #[cfg(test)]
@@ -1166,18 +1147,6 @@ mod tests {
             .put_upload_chunk(f, name, Some(bytes.len() as u64), body(bytes), None, FAR)
             .await
             .unwrap();
-    }
-
-    async fn read(store: &Store, node: &Node) -> Vec<u8> {
-        let got: Vec<Bytes> = store
-            .open_read(&node.id, None)
-            .await
-            .unwrap()
-            .stream
-            .try_collect()
-            .await
-            .unwrap();
-        got.concat()
     }
 
     /// The one value `sql` selects for upload `id`.
@@ -1241,7 +1210,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(node.blob_id(), Some(assembly.as_str()), "s3: {s3}");
-            assert_eq!(read(&store, &node).await, whole);
+            assert_eq!(store.read_all(&node.id).await, whole);
             let sums = node.checksums.clone().unwrap();
             assert_eq!(sums.sha1, crate::checksum::hex(&sha1::Sha1::digest(&whole)));
             assert!(
@@ -1295,7 +1264,7 @@ mod tests {
                 .await
                 .unwrap();
             let want = [a.clone(), b.clone(), c.clone()].concat();
-            assert_eq!(read(&store, &node).await, want, "s3: {s3}");
+            assert_eq!(store.read_all(&node.id).await, want, "s3: {s3}");
             assert_eq!(
                 node.checksums.unwrap().sha1,
                 crate::checksum::hex(&sha1::Sha1::digest(&want))
@@ -1352,7 +1321,7 @@ mod tests {
         ));
         let now = store.stat(&old.id).await.unwrap();
         assert_eq!(now.etag, old.etag);
-        assert_eq!(read(&store, &now).await, b"old content");
+        assert_eq!(store.read_all(&now.id).await, b"old content");
         // The folder is still there; a right checksum assembles it.
         let opts = PutOptions {
             expected_checksum: Some((
@@ -1366,7 +1335,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(node.id, old.id);
-        assert_eq!(read(&store, &node).await, piece);
+        assert_eq!(store.read_all(&node.id).await, piece);
     }
 
     /// A chunk cut short is not recorded and gives its place to the next; removing a folder
@@ -1405,7 +1374,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            read(&store, &node).await,
+            store.read_all(&node.id).await,
             [piece.as_slice(), b"tail"].concat()
         );
 

@@ -27,9 +27,12 @@ use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use crate::blob::BlobWriter;
+use crate::checksum::Hasher;
 use crate::db::db_size;
 use crate::ids::{new_id, now_ms};
 use crate::model::{Node, PutOptions};
+use crate::store::Written;
+use crate::store::commit::PutCommit;
 use crate::{Result, Store, StoreError};
 
 /// Where parts live in the blob store, beside (never among) the fanned-out blob ids.
@@ -68,6 +71,9 @@ pub struct Upload {
     /// The checksum the client announced for the whole file (`sha1:HEX`, `md5:HEX`,
     /// `adler32:HEX`), verified at the commit; empty: none.
     pub checksum: String,
+    /// The SHA-1, MD5 and Adler-32 state over bytes `0..offset`, when every part so far was
+    /// hashed as it arrived (see [`Store::commit_upload`]); `None` for a new record.
+    pub hash_state: Option<Vec<u8>>,
 }
 
 impl Upload {
@@ -100,6 +106,8 @@ pub struct UploadPart {
     key: Path,
     writer: BlobWriter,
     size: u64,
+    /// Continues the upload's checksums when they cover every byte before the part.
+    hasher: Option<Hasher>,
 }
 
 impl std::fmt::Debug for UploadPart {
@@ -116,6 +124,9 @@ impl UploadPart {
     /// Appends bytes to the part (buffered, then streamed in parts of the blob store's size).
     pub async fn write(&mut self, chunk: Bytes) -> Result<()> {
         self.size += chunk.len() as u64;
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(&chunk).await;
+        }
         self.writer.write(chunk).await
     }
 
@@ -133,7 +144,7 @@ impl UploadPart {
 macro_rules! upload_cols {
     () => {
         "id, user_id, space_id, parent_id, name, path, owner, length, received, if_match, mtime, \
-         expires, checksum"
+         expires, checksum, hashed, hash_state"
     };
 }
 
@@ -141,6 +152,12 @@ fn from_row(row: &AnyRow) -> Result<Upload> {
     let unsigned = |i: usize| -> Result<u64> {
         let v: i64 = row.try_get(i)?;
         u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("upload column {i}: {v}")))
+    };
+    let offset = unsigned(8)?;
+    // The state counts only if it covers exactly what was received.
+    let hash_state = match row.try_get::<Option<Vec<u8>>, _>(14)? {
+        Some(state) if offset > 0 && unsigned(13)? == offset => Some(state),
+        _ => None,
     };
     Ok(Upload {
         id: row.try_get(0)?,
@@ -151,11 +168,12 @@ fn from_row(row: &AnyRow) -> Result<Upload> {
         path: row.try_get(5)?,
         owner: row.try_get(6)?,
         length: unsigned(7)?,
-        offset: unsigned(8)?,
+        offset,
         if_match: row.try_get(9)?,
         mtime_ns: row.try_get(10)?,
         expires: unsigned(11)?,
         checksum: row.try_get(12)?,
+        hash_state,
     })
 }
 
@@ -223,12 +241,18 @@ impl Store {
             new_id()
         ));
         let remaining = u.length.saturating_sub(u.offset);
+        let hasher = match &u.hash_state {
+            _ if u.offset == 0 => Some(Hasher::new()),
+            Some(state) => Hasher::resume(state),
+            None => None,
+        };
         UploadPart {
             upload_id: u.id.clone(),
             start: u.offset,
             writer: self.blobs().writer_at(key.clone(), Some(remaining)),
             key,
             size: 0,
+            hasher,
         }
     }
 
@@ -242,6 +266,7 @@ impl Store {
             key,
             writer,
             size,
+            hasher,
         } = part;
         if size == 0 {
             writer.abort().await;
@@ -252,19 +277,36 @@ impl Store {
             });
         }
         writer.finish().await?;
+        let state = match hasher {
+            Some(h) => h
+                .suspend()
+                .await
+                .inspect_err(|e| tracing::warn!(upload = %upload_id, error = %e, "hashing a part"))
+                .ok(),
+            None => None,
+        };
         let end = start + size;
         let mut w = self.db().begin_write().await?;
         let r = async {
             // The row lock this UPDATE takes (PostgreSQL) or the single writer (SQLite) makes
-            // a concurrent append wait, then see the moved offset and update nothing.
-            let moved = sqlx::query(
+            // a concurrent append wait, then see the moved offset and update nothing. The
+            // checksum state moves with the offset, so it never covers a byte that did not
+            // count; without one, `hashed` stays behind and the commit hashes again.
+            let moved = sqlx::query(if state.is_some() {
+                "UPDATE uploads SET received = $1, hashed = $1, hash_state = $5 WHERE id = $2 \
+                 AND received = $3 AND received + $4 <= length"
+            } else {
                 "UPDATE uploads SET received = $1 WHERE id = $2 AND received = $3 \
-                 AND received + $4 <= length",
-            )
+                 AND received + $4 <= length"
+            })
             .bind(db_size(end)?)
             .bind(&upload_id)
             .bind(db_size(start)?)
-            .bind(db_size(size)?)
+            .bind(db_size(size)?);
+            let moved = match &state {
+                Some(state) => moved.bind(state.clone()),
+                None => moved,
+            }
             .execute(w.conn())
             .await?
             .rows_affected();
@@ -368,14 +410,28 @@ impl Store {
                     u.id, u.length
                 )));
             }
-            Ok(keys)
+            let state = sqlx::query("SELECT hashed, hash_state FROM uploads WHERE id = $1")
+                .bind(&u.id)
+                .fetch_one(w.conn())
+                .await?;
+            let hashed: i64 = state.try_get(0)?;
+            let state: Option<Vec<u8>> = state.try_get(1)?;
+            Ok((keys, state.filter(|_| hashed == at)))
         }
         .await;
-        let keys = w.finish(r).await?;
+        let (keys, state) = w.finish(r).await?;
 
         opts.content_length = Some(u.length);
-        let body = self.parts_stream(keys);
-        match self.put_file(&u.parent_id, &u.name, body, opts).await {
+        let committed = match (keys.as_slice(), state) {
+            ([key], Some(state)) if self.blobs().can_adopt(u.length) => {
+                self.commit_adopted(u, key, &state, opts).await
+            }
+            _ => {
+                let body = self.parts_stream(keys);
+                self.put_file(&u.parent_id, &u.name, body, opts).await
+            }
+        };
+        match committed {
             Ok(node) => {
                 if let Err(e) = self.remove_upload(&u.id).await {
                     // Committed all the same; the expiry sweep removes the upload later.
@@ -400,6 +456,48 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// The usual commit, of an upload sent in one request: its one part becomes the file's
+    /// blob without a byte read or written again ([`BlobStore::adopt`]), and its checksums are
+    /// those computed as the part arrived. Otherwise the same steps as [`Store::put_file`]:
+    /// preconditions and quota checked, the blob reserved, then the put committed.
+    ///
+    /// [`BlobStore::adopt`]: crate::blob::BlobStore::adopt
+    async fn commit_adopted(
+        &self,
+        u: &Upload,
+        key: &Path,
+        state: &[u8],
+        opts: PutOptions,
+    ) -> Result<Node> {
+        crate::names::validate_name(&u.name)?;
+        let checksums = Hasher::resume(state)
+            .ok_or_else(|| StoreError::Corrupt(format!("upload {}: hash state", u.id)))?
+            .finish()
+            .await?;
+        checksums.verify(opts.expected_checksum.as_ref())?;
+        let (space_id, allowance) = self.precheck_put(&u.parent_id, &u.name, &opts).await?;
+        if allowance.is_some_and(|a| u.length > a) {
+            return Err(StoreError::QuotaExceeded);
+        }
+        let blob_id = self.committer().reserve().await?;
+        if let Err(e) = self.blobs().adopt(key, &blob_id).await {
+            self.discard_upload(&blob_id).await;
+            return Err(e);
+        }
+        self.commit_written(PutCommit {
+            space_id,
+            parent_id: u.parent_id.clone(),
+            name: u.name.clone(),
+            opts,
+            written: Written {
+                blob_id,
+                size: u.length,
+                checksums,
+            },
+        })
+        .await
     }
 
     /// The parts' bytes, one object after the other.
@@ -546,6 +644,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::StoreConfig;
+    use crate::checksum::ChecksumAlgo;
 
     async fn store() -> (tempfile::TempDir, Store, String) {
         let tmp = tempfile::tempdir().unwrap();
@@ -572,6 +671,7 @@ mod tests {
             mtime_ns: 0,
             expires,
             checksum: String::new(),
+            hash_state: None,
         }
     }
 
@@ -600,20 +700,122 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(node.size, 10);
-        let got: Vec<Bytes> = store
-            .open_read(&node.id, None)
-            .await
-            .unwrap()
-            .stream
-            .try_collect()
-            .await
-            .unwrap();
-        assert_eq!(got.concat(), b"helloworld");
+        assert_eq!(store.read_all(&node.id).await, b"helloworld");
         assert!(store.upload(&u.id).await.unwrap().is_none());
         let left = store.blobs().list_under(&Path::from(PARTS_PREFIX)).await;
         assert_eq!(left.unwrap(), Vec::new());
         assert_eq!(append(&store, &u, b"x").await, Appended::Gone);
         drop(tmp);
+    }
+
+    /// The bytes of a 3 MiB file (past the size where MD5 moves to a thread of its own).
+    fn big_body() -> Vec<u8> {
+        (0..3u32 << 20).map(|i| (i * 7 + i / 4093) as u8).collect()
+    }
+
+    async fn append_chunks(store: &Store, u: &Upload, bytes: &[u8]) -> Appended {
+        let mut part = store.upload_part(u);
+        for c in bytes.chunks(64 << 10) {
+            part.write(Bytes::copy_from_slice(c)).await.unwrap();
+        }
+        store.append_upload_part(part).await.unwrap()
+    }
+
+    fn expected_checksums(bytes: &[u8]) -> (String, String) {
+        use sha1::Digest as _;
+        let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        (
+            hex(&sha1::Sha1::digest(bytes)),
+            hex(&md5::Md5::digest(bytes)),
+        )
+    }
+
+    /// An upload sent in one part becomes the file without a copy: the blob is the part's own
+    /// file (the same inode), with the checksums computed as the part arrived; a wrong
+    /// announced checksum refuses it and keeps the upload.
+    #[tokio::test]
+    async fn one_part_is_adopted_with_the_checksums_it_arrived_with() {
+        use std::os::unix::fs::MetadataExt as _;
+        let (tmp, store, root) = store().await;
+        let body = big_body();
+        let (sha1, md5) = expected_checksums(&body);
+        let u = upload(&root, body.len() as u64, u64::MAX >> 2);
+        store.create_upload(&u).await.unwrap();
+        let end = body.len() as u64;
+        assert_eq!(append_chunks(&store, &u, &body).await, Appended::At(end));
+        let u = store.upload(&u.id).await.unwrap().unwrap();
+        assert!(u.hash_state.is_some(), "the part's hash state is recorded");
+        let parts = store.blobs().list_under(&Path::from(PARTS_PREFIX)).await;
+        let parts = parts.unwrap();
+        assert_eq!(parts.len(), 1);
+        let part_inode = std::fs::metadata(tmp.path().join("blobs").join(parts[0].0.as_ref()))
+            .unwrap()
+            .ino();
+
+        let wrong = PutOptions {
+            expected_checksum: Some((ChecksumAlgo::Sha1, "0".repeat(40))),
+            ..PutOptions::default()
+        };
+        let refused = store.commit_upload(&u, wrong).await;
+        assert!(
+            matches!(refused, Err(StoreError::ChecksumMismatch { .. })),
+            "{refused:?}"
+        );
+        assert!(
+            store.upload(&u.id).await.unwrap().is_some(),
+            "kept for another try"
+        );
+
+        let right = PutOptions {
+            expected_checksum: Some((ChecksumAlgo::Md5, md5.to_uppercase())),
+            ..PutOptions::default()
+        };
+        let node = store.commit_upload(&u, right).await.unwrap();
+        let sums = node.checksums.clone().unwrap();
+        assert_eq!((sums.sha1, sums.md5), (sha1, md5));
+        let blob = store.blobs().local_path(node.blob_id().unwrap()).unwrap();
+        assert_eq!(
+            std::fs::metadata(&blob).unwrap().ino(),
+            part_inode,
+            "no copy"
+        );
+        assert_eq!(store.read_all(&node.id).await, body);
+        let left = store.blobs().list_under(&Path::from(PARTS_PREFIX)).await;
+        assert_eq!(left.unwrap(), Vec::new(), "the part's own name is gone");
+        assert!(store.upload(&u.id).await.unwrap().is_none());
+    }
+
+    /// Parts continue the hash from one to the next, so the state covers the whole upload;
+    /// a part written without a state to continue leaves none, and the commit hashes again.
+    #[tokio::test]
+    async fn the_hash_state_follows_the_offset() {
+        let (_tmp, store, root) = store().await;
+        let body = big_body();
+        let (sha1, _) = expected_checksums(&body);
+        let (head, rest) = body.split_at(1_000_003);
+        let u = upload(&root, body.len() as u64, u64::MAX >> 2);
+        store.create_upload(&u).await.unwrap();
+        append_chunks(&store, &u, head).await;
+        let mut u = store.upload(&u.id).await.unwrap().unwrap();
+        let state = u.hash_state.clone().unwrap();
+        let mut h = Hasher::resume(&state).unwrap();
+        h.update(&Bytes::copy_from_slice(rest)).await;
+        assert_eq!(h.finish().await.unwrap().sha1, sha1);
+
+        // A record read without its state (as if a part had been written unhashed).
+        u.hash_state = None;
+        let (middle, tail) = rest.split_at(1 << 20);
+        append_chunks(&store, &u, middle).await;
+        let u = store.upload(&u.id).await.unwrap().unwrap();
+        assert_eq!(u.hash_state, None, "no state covers the new offset");
+        append_chunks(&store, &u, tail).await;
+        let u = store.upload(&u.id).await.unwrap().unwrap();
+        assert_eq!(u.hash_state, None);
+        let node = store
+            .commit_upload(&u, PutOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(node.checksums.unwrap().sha1, sha1);
     }
 
     #[tokio::test]

@@ -154,6 +154,7 @@ async fn concurrent_appends_through_two_pools_count_exactly_one_each_time() {
         mtime_ns: 0,
         expires: u64::MAX >> 2,
         checksum: String::new(),
+        hash_state: None,
     };
     stores[0].create_upload(&upload).await.expect("create");
 

@@ -90,13 +90,20 @@ impl Store {
             }
         };
 
-        let put = PutCommit {
+        self.commit_written(PutCommit {
             space_id,
             parent_id: parent_id.to_owned(),
             name: name.to_owned(),
             opts,
             written,
-        };
+        })
+        .await
+    }
+
+    /// Step 4: the put committed, its durable blob (reserved by `committer().reserve()`)
+    /// becoming the file's content.
+    pub(crate) async fn commit_written(&self, put: PutCommit) -> Result<Node> {
+        let blob_id = put.written.blob_id.clone();
         match self.committer().put(put).await {
             Ok(node) => Ok(node),
             Err(failed) => {
@@ -108,6 +115,21 @@ impl Store {
                 Err(failed.error)
             }
         }
+    }
+
+    /// A file's whole content (tests).
+    #[cfg(test)]
+    pub(crate) async fn read_all(&self, id: &str) -> Vec<u8> {
+        use futures::TryStreamExt as _;
+        let got: Vec<Bytes> = self
+            .open_read(id, None)
+            .await
+            .unwrap()
+            .stream
+            .try_collect()
+            .await
+            .unwrap();
+        got.concat()
     }
 
     /// Step 1: refuse early what would be refused at commit. Returns the space and how many
@@ -208,16 +230,9 @@ impl Store {
                 return Err(e.into());
             }
         };
-        if let Some((algo, expected)) = &opts.expected_checksum {
-            let actual = checksums.get(*algo);
-            if !actual.eq_ignore_ascii_case(expected.trim()) {
-                writer.abort().await;
-                return Err(StoreError::ChecksumMismatch {
-                    algo: *algo,
-                    expected: expected.clone(),
-                    actual: actual.to_owned(),
-                });
-            }
+        if let Err(e) = checksums.verify(opts.expected_checksum.as_ref()) {
+            writer.abort().await;
+            return Err(e);
         }
         writer.finish().await?;
         Ok(Written {
@@ -229,7 +244,7 @@ impl Store {
 
     /// Removes an upload that will never commit: its blob, then its row. Best effort — whatever
     /// fails here is still an "uploading" row that the collector removes after `min_age`.
-    async fn discard_upload(&self, blob_id: &str) {
+    pub(crate) async fn discard_upload(&self, blob_id: &str) {
         if let Err(e) = self.blobs().delete(blob_id).await {
             tracing::warn!(blob = blob_id, error = %e, "removing a failed upload's blob");
             return;
