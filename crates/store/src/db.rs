@@ -98,7 +98,9 @@ impl Db {
     ) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = Dialect::of_url(url)?;
-        let mut options = AnyPoolOptions::new();
+        let mut options = AnyPoolOptions::new().after_release(|conn, _meta| {
+            Box::pin(async move { Ok(out_of_transaction(conn).await) })
+        });
         match dialect {
             Dialect::Sqlite => {
                 options = options
@@ -392,6 +394,21 @@ impl WriteTx<'static> {
             Err(e) => Err(self.roll_back(e).await),
         }
     }
+}
+
+/// Whether `conn` is outside any transaction once the commands queued on it have run (a
+/// rollback queued by a dropped transaction among them), so it may be used again.
+///
+/// Why: when SQLite ends a transaction by itself (it rolls back on SQLITE_FULL, SQLITE_IOERR and
+/// the like: a full disk under the write-ahead log), the COMMIT fails and so does the ROLLBACK
+/// that follows ("no transaction is active"), and sqlx, which counts open transactions per
+/// connection and lowers the count only on success, goes on counting one: every later BEGIN on
+/// that connection is refused. Such a connection is closed instead of reused.
+pub async fn out_of_transaction(conn: &mut AnyConnection) -> bool {
+    if !conn.is_in_transaction() {
+        return true;
+    }
+    conn.ping().await.is_ok() && !conn.is_in_transaction()
 }
 
 /// The first column of every row, as text: what a `… RETURNING id` or a list of ids gives.

@@ -119,6 +119,19 @@ impl StoreError {
     /// True when the disk (or a filesystem quota) is full somewhere under this error: the
     /// client gets 507 Insufficient Storage, as for a space quota, not a 500.
     pub fn is_storage_full(&self) -> bool {
+        // The database's own word for it: SQLite's SQLITE_FULL (13, in the low byte of an
+        // extended code: its file or WAL could not grow), PostgreSQL's 53100 disk_full.
+        if let StoreError::Db(sqlx::Error::Database(db)) = self
+            && db.code().is_some_and(|code| {
+                if code.len() == 5 {
+                    code == "53100"
+                } else {
+                    code.parse::<u32>().is_ok_and(|c| c & 0xff == 13)
+                }
+            })
+        {
+            return true;
+        }
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = next {
             if let Some(io) = e.downcast_ref::<std::io::Error>()

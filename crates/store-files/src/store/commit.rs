@@ -316,8 +316,10 @@ async fn run(
         Err(Failure::Commit(e)) => {
             // Whether the COMMIT landed is unknown. A lost connection is the database going
             // away (a restart): every job hears that, 503, and a client sends its write again
-            // (a PUT's content is the same either way). Anything else is a fault.
+            // (a PUT's content is the same either way). A full disk (the write-ahead log could
+            // not grow) is told as such: 507. Anything else is a fault.
             let lost = e.is_unavailable();
+            let full = e.is_storage_full();
             let message = e.to_string();
             let mut first = Some(e);
             let errors = jobs
@@ -326,6 +328,11 @@ async fn run(
                     Err(first.take().unwrap_or_else(|| {
                         if lost {
                             StoreError::CommitUncertain(message.clone())
+                        } else if full {
+                            StoreError::Io(std::io::Error::new(
+                                std::io::ErrorKind::StorageFull,
+                                format!("committing a batch of writes: {message}"),
+                            ))
                         } else {
                             StoreError::Io(std::io::Error::other(format!(
                                 "committing a batch of writes failed: {message}"
