@@ -302,18 +302,36 @@ async fn run(
             // Whatever failed, the next transaction starts on a fresh connection.
             *conn = None;
         }
-        match &attempted {
+        match attempted {
             Err(Failure::Before(e)) if e.is_unavailable() && started.elapsed() + wait <= retry => {
                 tracing::warn!(error = %e, jobs = jobs.len(), "the database is out of reach; the writes wait");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(RETRY_MAX_WAIT);
             }
-            _ => break attempted,
+            // The connection went with the COMMIT: whether the batch landed is asked of the
+            // database once it answers again. Landed: the outcomes stand. Not: it is tried
+            // again, as a batch that failed before its commit.
+            Err(Failure::Commit(e, outcomes)) if e.is_unavailable() => {
+                match landed(db, &jobs, &outcomes, started + retry).await {
+                    Some(true) => {
+                        tracing::info!(
+                            jobs = jobs.len(),
+                            "a batch whose COMMIT was cut off had landed"
+                        );
+                        break Ok(outcomes);
+                    }
+                    Some(false) if started.elapsed() + wait <= retry => {
+                        tracing::warn!(error = %e, jobs = jobs.len(), "a batch whose COMMIT was cut off had not landed; tried again");
+                    }
+                    _ => break Err(Failure::Commit(e, outcomes)),
+                }
+            }
+            attempted => break attempted,
         }
     };
     match attempted {
         Ok(outcomes) => answer(jobs, outcomes.into_iter().map(Ok).collect()),
-        Err(Failure::Commit(e)) => {
+        Err(Failure::Commit(e, _)) => {
             // Whether the COMMIT landed is unknown. A lost connection is the database going
             // away (a restart): every job hears that, 503, and a client sends its write again
             // (a PUT's content is the same either way). A full disk (the write-ahead log could
@@ -351,6 +369,66 @@ async fn run(
             for job in jobs {
                 // Boxed: the retry of a single job never recurses further.
                 Box::pin(run(db, versions, conn, vec![job], Duration::ZERO)).await;
+            }
+        }
+    }
+}
+
+/// Whether a batch whose COMMIT was cut off landed, asked of the database as soon as it answers
+/// again (until `until`; `None` if it does not by then). The blob rows are the batch's
+/// idempotency keys, written in its transaction: a put that applied claimed its upload's row
+/// (state 0 → 1), a reservation inserted its rows. One such row tells for the whole
+/// transaction. A batch that applied nothing anyone sees (only refusals) is answered the
+/// same either way.
+async fn landed(
+    db: &Db,
+    jobs: &[Job],
+    outcomes: &[Option<Outcome>],
+    until: Instant,
+) -> Option<bool> {
+    let witness = jobs
+        .iter()
+        .zip(outcomes)
+        .find_map(|(job, outcome)| match (job, outcome) {
+            (Job::Put { put, .. }, Some(Ok(_))) => Some((put.written.blob_id.clone(), true)),
+            (Job::Reserve { ids, .. }, _) => ids.first().map(|id| (id.clone(), false)),
+            _ => None,
+        });
+    let Some((id, claimed)) = witness else {
+        return Some(true);
+    };
+    // A moment first: a server that lost only the connection may still be finishing the COMMIT.
+    tokio::time::sleep(RETRY_FIRST_WAIT).await;
+    let mut wait = RETRY_FIRST_WAIT;
+    loop {
+        let read = async {
+            let mut c = db.acquire().await?;
+            let row = sqlx::query("SELECT state FROM blobs WHERE id = $1")
+                .bind(&id)
+                .fetch_optional(&mut *c)
+                .await?;
+            row.map(|r| r.try_get::<i64, _>(0))
+                .transpose()
+                .map_err(StoreError::from)
+        }
+        .await;
+        match read {
+            // A put's row claimed, or a reservation's row there: landed. A put's row still
+            // unclaimed, or a reservation's missing: not.
+            Ok(state) => {
+                return Some(if claimed {
+                    state == Some(1)
+                } else {
+                    state.is_some()
+                });
+            }
+            Err(e) if e.is_unavailable() && Instant::now() + wait <= until => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "asking whether a cut-off COMMIT landed");
+                return None;
             }
         }
     }
@@ -407,8 +485,8 @@ fn answer(jobs: Vec<Job>, results: Vec<std::result::Result<Option<Outcome>, Stor
 enum Failure {
     /// Rolled back: nothing of the batch landed.
     Before(StoreError),
-    /// COMMIT failed: the batch may or may not have landed.
-    Commit(StoreError),
+    /// COMMIT failed: the batch may or may not have landed; if it did, with these outcomes.
+    Commit(StoreError, Vec<Option<Outcome>>),
 }
 
 /// One transaction for `jobs`: per job `None` for a reservation, `Some(outcome)` for a put.
@@ -429,7 +507,7 @@ async fn attempt(
     match apply(w.conn(), versions, jobs).await {
         Ok(outcomes) => match w.commit_here().await {
             Ok(()) => Ok(outcomes),
-            Err(e) => Err(Failure::Commit(e)),
+            Err(e) => Err(Failure::Commit(e, outcomes)),
         },
         Err(e) => Err(Failure::Before(w.roll_back(e).await)),
     }
