@@ -1076,6 +1076,8 @@ pub struct OidcIssuer {
     key: jsonwebtoken::EncodingKey,
     /// Codes issued and not yet traded.
     grants: Arc<Mutex<std::collections::HashMap<String, Grant>>>,
+    /// The (client_id, post_logout_redirect_uri) of each visit to its end-session endpoint.
+    logouts: Arc<Mutex<Vec<(String, String)>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -1131,6 +1133,7 @@ impl OidcIssuer {
             "jwks_uri": format!("{url}/protocol/openid-connect/certs"),
             "authorization_endpoint": format!("{url}/protocol/openid-connect/auth"),
             "token_endpoint": format!("{url}/protocol/openid-connect/token"),
+            "end_session_endpoint": format!("{url}/protocol/openid-connect/logout"),
             "response_types_supported": ["code"],
             "code_challenge_methods_supported": ["S256"],
             "id_token_signing_alg_values_supported": ["ES256"],
@@ -1154,7 +1157,19 @@ impl OidcIssuer {
                 async move { Self::trade(&grants, &signer, &body) }
             }
         };
+        let logouts = Arc::new(Mutex::new(Vec::new()));
+        let logout = {
+            let logouts = logouts.clone();
+            move |uri: http::Uri| {
+                let logouts = logouts.clone();
+                async move { Self::end_session(&logouts, &uri) }
+            }
+        };
         let app = axum::Router::new()
+            .route(
+                "/realms/test/protocol/openid-connect/logout",
+                axum::routing::get(logout),
+            )
             .route(
                 "/realms/test/protocol/openid-connect/auth",
                 axum::routing::get(login.clone()).post(login),
@@ -1189,6 +1204,7 @@ impl OidcIssuer {
             url,
             key,
             grants,
+            logouts,
             stop: Some(stop),
             task,
         })
@@ -1201,6 +1217,43 @@ impl OidcIssuer {
             key: self.key.clone(),
         }
         .token(user, serde_json::json!({}))
+    }
+
+    /// The (client_id, post_logout_redirect_uri) of each logout the provider was sent.
+    pub fn logouts(&self) -> Vec<(String, String)> {
+        self.logouts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The end-session endpoint (RP-Initiated Logout 1.0): records the call and sends the
+    /// browser back to `post_logout_redirect_uri`.
+    fn end_session(
+        logouts: &Mutex<Vec<(String, String)>>,
+        uri: &http::Uri,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        let query = form_fields(uri.query().unwrap_or_default().as_bytes());
+        let (Some(client), Some(back)) = (
+            query.get("client_id"),
+            query.get("post_logout_redirect_uri"),
+        ) else {
+            return (
+                http::StatusCode::BAD_REQUEST,
+                "client_id and post_logout_redirect_uri",
+            )
+                .into_response();
+        };
+        logouts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((client.clone(), back.clone()));
+        (
+            http::StatusCode::FOUND,
+            [(http::header::LOCATION, back.clone())],
+        )
+            .into_response()
     }
 
     /// How many codes were issued and not traded yet.

@@ -429,6 +429,67 @@ async fn a_login_through_oidc_runs_the_code_flow_with_pkce() -> anyhow::Result<(
     .await?;
     assert_eq!(home.status, 207, "{}", home.text());
 
+    // Logging out ends arca's session, and names where the provider's ends too: its
+    // end-session endpoint, with this client and the way back to the app.
+    let marker = cookie_pair(&done, "arca_oidc_session").context("no provider cookie")?;
+    assert!(
+        set.iter().any(|c| c.starts_with("arca_oidc_session=1")
+            && c.contains("HttpOnly")
+            && c.contains("SameSite=Strict")),
+        "{set:?}"
+    );
+    let both = format!("{session}; {marker}");
+    let csrf = me["csrf"].as_str().context("no csrf")?.to_owned();
+    let out = with_cookie(
+        addr,
+        "DELETE",
+        "/api/v1/session",
+        &both,
+        &[("x-csrf-token", &csrf)],
+    )
+    .await?;
+    assert_eq!(out.status, 200, "{}", out.text());
+    let to = out.json()?["logout"]
+        .as_str()
+        .context("no logout URL")?
+        .to_owned();
+    assert!(
+        to.starts_with(&format!("{}/protocol/openid-connect/logout?", issuer.url)),
+        "{to}"
+    );
+    assert_eq!(query_value(&to, "client_id").as_deref(), Some("arca-web"));
+    assert_eq!(
+        query_value(&to, "post_logout_redirect_uri"),
+        Some(format!("http://{addr}/"))
+    );
+    assert!(
+        set_cookies(&out)
+            .iter()
+            .any(|c| c.starts_with("arca_session=;") && c.contains("Max-Age=0")),
+        "{:?}",
+        set_cookies(&out)
+    );
+    assert!(
+        set_cookies(&out)
+            .iter()
+            .any(|c| c.starts_with("arca_oidc_session=;") && c.contains("Max-Age=0")),
+        "{:?}",
+        set_cookies(&out)
+    );
+    let gone = with_cookie(addr, "GET", "/api/v1/session", &session, &[]).await?;
+    assert_eq!(gone.status, 401, "the session outlived the logout");
+    // A session opened with the password form ends at arca alone (204, as before).
+    let (form, form_csrf) = login(addr).await?;
+    let out = with_cookie(
+        addr,
+        "DELETE",
+        "/api/v1/session",
+        &form,
+        &[("x-csrf-token", &form_csrf)],
+    )
+    .await?;
+    assert_eq!(out.status, 204, "{}", out.text());
+
     // The same code twice: the provider trades it once.
     let again = come_back(Some(state_cookie), callback).await?;
     assert_eq!(login_word(&again).as_deref(), Some("/?login=failed"));
@@ -769,7 +830,8 @@ async fn a_folder_of_ten_thousand_in_a_real_browser() -> anyhow::Result<()> {
 }
 
 /// "Log in with …" in a real browser (tests/web/oidc.py): cancelled, then signed in at the
-/// test provider, the folder made in the app on the server, logged out.
+/// test provider, the folder made in the app on the server, logged out at arca and at the
+/// provider.
 #[tokio::test]
 async fn a_login_through_oidc_in_a_real_browser() -> anyhow::Result<()> {
     let dir = TempDir::new();
@@ -788,6 +850,11 @@ async fn a_login_through_oidc_in_a_real_browser() -> anyhow::Result<()> {
         issuer.open_grants(),
         0,
         "a code was issued and never traded"
+    );
+    // The logout went through the provider's end-session endpoint and back to the app.
+    assert_eq!(
+        issuer.logouts(),
+        vec![("arca-web".to_owned(), format!("http://{addr}/"))]
     );
     Ok(())
 }

@@ -69,8 +69,9 @@ with sync_playwright() as pw:
     status = with_cookie("PROPFIND", "/remote.php/dav/files/dora/From%20SSO/", session["value"])
     check(status == 207, f"the folder is not on the server: {status}")
 
-    step("log out: the session ends on the server; the provider is offered again")
-    page.click("#logout")
+    step("log out: the session ends on the server and at the provider, which sends the browser back")
+    with page.expect_navigation(url=BASE + "/", timeout=15000):
+        page.click("#logout")
     expect(page.locator("#login-oidc-link")).to_have_text(f"Log in with {PROVIDER}")
     status = with_cookie("PROPFIND", "/remote.php/dav/files/dora/", session["value"])
     check(status == 401, f"the old session cookie still works after logout: {status}")

@@ -299,6 +299,17 @@ async fn handle(state: &ProxyState, mut req: Request, path: &str) -> Response {
         .and_then(|p| p.0)
         .map(|a| a.ip());
     if path == routes::SESSION {
+        if req.method() == http::Method::DELETE
+            && let Some(login) = &state.web_login
+        {
+            let (parts, body) = req.into_parts();
+            let head = parts.clone();
+            let resp = state
+                .sessions
+                .handle(&state.auth, Request::from_parts(parts, body), peer)
+                .await;
+            return login.after_logout(&head, state.https, resp).await;
+        }
         return state.sessions.handle(&state.auth, req, peer).await;
     }
     if path == routes::SESSION_OIDC || path == routes::SESSION_OIDC_CALLBACK {

@@ -124,6 +124,9 @@ struct Keys {
 pub(crate) struct Endpoints {
     pub(crate) authorization: String,
     pub(crate) token: String,
+    /// Where a browser is sent to end its session at the provider too (RP-Initiated Logout
+    /// 1.0), if the provider has one.
+    pub(crate) end_session: Option<String>,
 }
 
 struct Key {
@@ -138,6 +141,7 @@ struct Discovery {
     jwks_uri: String,
     authorization_endpoint: Option<String>,
     token_endpoint: Option<String>,
+    end_session_endpoint: Option<String>,
 }
 
 impl Oidc {
@@ -480,12 +484,14 @@ impl Inner {
                         configured: self.issuer.clone(),
                     });
                 }
+                let end_session = discovery.end_session_endpoint;
                 let endpoints = discovery
                     .authorization_endpoint
                     .zip(discovery.token_endpoint)
                     .map(|(authorization, token)| Endpoints {
                         authorization,
                         token,
+                        end_session,
                     });
                 (discovery.issuer, discovery.jwks_uri, endpoints)
             }

@@ -159,6 +159,11 @@ impl Sessions {
         csrf(&self.signer, secret)
     }
 
+    /// How long a session lasts (`proxy.auth.session_ttl`).
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// `None` when a request authenticated by `cookie` may go on; else the 403 to answer.
     pub(crate) fn check_csrf(
         &self,

@@ -29,11 +29,14 @@ use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use crate::oidc::{BearerError, Oidc};
+use crate::oidc::{BearerError, Endpoints, Oidc};
 use crate::session::{self, Sessions};
 
 /// The cookie holding a login's state between the two legs.
 const STATE_COOKIE: &str = "arca_oidc";
+/// Set beside the session cookie of a login the provider completed: logging out then ends
+/// the provider's session too.
+const PROVIDER_COOKIE: &str = "arca_oidc_session";
 /// Seconds a person has at the provider to log in.
 const STATE_TTL: u64 = 600;
 const PKCE_PURPOSE: &str = "oidc-pkce";
@@ -159,9 +162,65 @@ impl WebLogin {
         if let Ok(session_cookie) = outcome {
             resp.headers_mut()
                 .append(header::SET_COOKIE, session_cookie);
+            set_cookie(
+                &mut resp,
+                PROVIDER_COOKIE,
+                "1",
+                "/",
+                "Strict",
+                sessions.ttl().as_secs().max(1),
+                secure,
+            );
         }
         // The state is spent whatever happened.
         set_state_cookie(&mut resp, "", 0, secure);
+        resp
+    }
+
+    /// After arca's session of `req` ended (a logout's 204): when the provider opened it and
+    /// names an `end_session_endpoint`, the answer becomes `200 {"logout": URL}`, the URL
+    /// where the app sends the browser so that the provider's session ends too and the
+    /// provider sends it back to the app (OpenID Connect RP-Initiated Logout 1.0: `client_id`
+    /// and `post_logout_redirect_uri`, which must be registered with the provider).
+    pub(crate) async fn after_logout(
+        &self,
+        req: &Parts,
+        secure: bool,
+        mut resp: Response,
+    ) -> Response {
+        let ours = session::cookies(&req.headers).any(|(name, _)| name == PROVIDER_COOKIE);
+        if !ours || resp.status() != StatusCode::NO_CONTENT {
+            return resp;
+        }
+        let end_session = match self.oidc.endpoints().await {
+            Ok(Some(Endpoints {
+                end_session: Some(url),
+                ..
+            })) => url,
+            Ok(_) => String::new(),
+            Err(e) => {
+                // arca's session is over all the same; the provider's stays.
+                tracing::warn!(error = %e, "cannot end the provider's session at logout");
+                String::new()
+            }
+        };
+        let back = self.redirect_uri(req, secure).and_then(|uri| {
+            let url = reqwest::Url::parse(&uri).ok()?;
+            Some(format!("{}/", url.origin().ascii_serialization()))
+        });
+        if let (Ok(mut url), Some(back)) = (reqwest::Url::parse(&end_session), back) {
+            url.query_pairs_mut()
+                .append_pair("client_id", &self.config.client_id)
+                .append_pair("post_logout_redirect_uri", &back);
+            let headers = std::mem::take(resp.headers_mut());
+            resp = (
+                StatusCode::OK,
+                axum::Json(serde_json::json!({ "logout": url.as_str() })),
+            )
+                .into_response();
+            resp.headers_mut().extend(headers);
+        }
+        set_cookie(&mut resp, PROVIDER_COOKIE, "", "/", "Strict", 0, secure);
         resp
     }
 
@@ -354,9 +413,29 @@ fn redirect(location: &str) -> Response {
 }
 
 fn set_state_cookie(resp: &mut Response, state: &str, max_age: u64, secure: bool) {
-    let set = format!(
-        "{STATE_COOKIE}={state}; Path={}; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+    set_cookie(
+        resp,
+        STATE_COOKIE,
+        state,
         routes::SESSION_OIDC,
+        "Lax",
+        max_age,
+        secure,
+    );
+}
+
+/// Appends an HttpOnly cookie (`max_age` 0 clears it).
+fn set_cookie(
+    resp: &mut Response,
+    name: &str,
+    value: &str,
+    path: &str,
+    same_site: &str,
+    max_age: u64,
+    secure: bool,
+) {
+    let set = format!(
+        "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{}",
         if secure { "; Secure" } else { "" }
     );
     if let Ok(v) = HeaderValue::from_str(&set) {

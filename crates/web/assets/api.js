@@ -131,9 +131,16 @@ export async function whoami() {
   return session.current;
 }
 
-/** Ends the session on the server (the cookie stops working everywhere). */
+/**
+ * Ends the session on the server (the cookie stops working everywhere). Returns where the
+ * browser goes next to end the identity provider's session too, when the provider opened it
+ * (the server answers 200 with `{"logout": URL}`), else null.
+ */
 export async function logout() {
   const resp = await request("DELETE", SESSION);
   session.current = null;
   if (!resp.ok) throw await failure(resp, "Logout failed");
+  if (resp.status !== 200) return null;
+  const body = await resp.json().catch(() => ({}));
+  return typeof body.logout === "string" && /^https?:\/\//.test(body.logout) ? body.logout : null;
 }

@@ -118,7 +118,9 @@ async function onLogin(event) {
 
 async function onLogout() {
   try {
-    await api.logout();
+    const provider = await api.logout();
+    // Logged in through the provider: its session ends too, and it sends the browser back.
+    if (provider) return location.assign(provider);
   } catch (e) {
     announce(e.message, "error");
   }
