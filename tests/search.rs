@@ -367,6 +367,13 @@ async fn names_and_contents_are_found_in_ocis_shape_on_every_root() -> anyhow::R
         caps["ocs"]["data"]["capabilities"]["dav"]["reports"],
         serde_json::json!(["search-files"])
     );
+    let property = &caps["ocs"]["data"]["capabilities"]["search"]["property"];
+    assert_eq!(property["content"]["enabled"], true, "{caps}");
+    assert_eq!(property["name"]["enabled"], true, "{caps}");
+    assert_eq!(
+        caps["ocs"]["data"]["capabilities"]["files"]["full_text_search"],
+        true
+    );
     server.stop().await?;
     Ok(())
 }
@@ -699,5 +706,173 @@ async fn only_text_files_within_the_size_bound_have_their_content_indexed() -> a
         ["code.rs", "small.txt"]
     );
     server.stop().await?;
+    Ok(())
+}
+
+/// Nextcloud's `SEARCH` (RFC 5323 basicsearch) on `/remote.php/dav/` as admin: `condition`
+/// inside `d:where`, `from` the scope element (or nothing), `limit` nresults (0: none).
+async fn nc_search(
+    a: &str,
+    condition: &str,
+    from: &str,
+    limit: u32,
+) -> anyhow::Result<HttpResponse> {
+    let limit = if limit > 0 {
+        format!("<d:limit><d:nresults>{limit}</d:nresults></d:limit>")
+    } else {
+        String::new()
+    };
+    let body = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<d:searchrequest xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
+  <d:basicsearch>
+    <d:select><d:prop><d:displayname/><d:getcontenttype/><oc:size/></d:prop></d:select>
+    {from}
+    <d:where>{condition}</d:where>
+    <d:orderby><d:order><d:prop><d:getlastmodified/></d:prop><d:descending/></d:order></d:orderby>
+    {limit}
+  </d:basicsearch>
+</d:searchrequest>"#
+    );
+    send(
+        a,
+        "SEARCH",
+        "/remote.php/dav/",
+        &[auth(&admin()), ("content-type", "text/xml")],
+        body,
+    )
+    .await
+}
+
+/// Every `<d:href>` of a multistatus, sorted.
+fn hrefs(body: &str) -> Vec<String> {
+    let mut out: Vec<String> = body
+        .split("<d:href>")
+        .skip(1)
+        .filter_map(|s| s.split_once("</d:href>").map(|(n, _)| n.to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn scope(href: &str, depth: &str) -> String {
+    format!("<d:from><d:scope><d:href>{href}</d:href><d:depth>{depth}</d:depth></d:scope></d:from>")
+}
+
+#[tokio::test]
+async fn nextcloud_search_finds_the_same_through_basicsearch() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    mkcol(a, "/remote.php/webdav/Photos", &admin).await?;
+    mkcol(a, "/remote.php/webdav/Photos/old%20ones", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/Photos/cat-1.jpg",
+        &admin,
+        &"x".repeat(5000),
+    )
+    .await?;
+    put(
+        a,
+        "/remote.php/webdav/Photos/old%20ones/cat-2.png",
+        &admin,
+        "tiny",
+    )
+    .await?;
+    put(a, "/remote.php/webdav/Photos/dog.jpg", &admin, "woof").await?;
+    put(a, "/remote.php/webdav/cat-notes.txt", &admin, "about cats").await?;
+    until_found(
+        a,
+        &admin,
+        "cat OR dog",
+        &["cat-1.jpg", "cat-2.png", "cat-notes.txt", "dog.jpg"],
+    )
+    .await?;
+
+    let files = "/remote.php/dav/files/admin";
+    let cat = "<d:like><d:prop><d:displayname/></d:prop><d:literal>%cat%</d:literal></d:like>";
+    let r = nc_search(a, cat, &scope("/files/admin", "infinity"), 0).await?;
+    assert_eq!(r.status, 207, "{}", r.text());
+    assert_eq!(
+        hrefs(&r.text()),
+        [
+            format!("{files}/Photos/cat-1.jpg"),
+            format!("{files}/Photos/old%20ones/cat-2.png"),
+            format!("{files}/cat-notes.txt"),
+        ]
+    );
+    assert!(
+        r.text()
+            .contains("<d:displayname>cat-1.jpg</d:displayname>"),
+        "{}",
+        r.text()
+    );
+    // Below a folder, all the way down or its own entries only; and a cap on the hits.
+    let r = nc_search(
+        a,
+        cat,
+        &scope("/files/admin/Photos/old%20ones", "infinity"),
+        0,
+    )
+    .await?;
+    assert_eq!(
+        hrefs(&r.text()),
+        [format!("{files}/Photos/old%20ones/cat-2.png")]
+    );
+    let r = nc_search(a, cat, &scope(&format!("{files}/Photos"), "1"), 0).await?;
+    assert_eq!(hrefs(&r.text()), [format!("{files}/Photos/cat-1.jpg")]);
+    let r = nc_search(a, cat, "", 1).await?;
+    assert_eq!(hrefs(&r.text()).len(), 1, "{}", r.text());
+    // Conditions combined: names and sizes, media types, folders.
+    let big = format!(
+        "<d:and>{cat}<d:gt><d:prop><oc:size/></d:prop><d:literal>1000</d:literal></d:gt></d:and>"
+    );
+    let r = nc_search(a, &big, "", 0).await?;
+    assert_eq!(hrefs(&r.text()), [format!("{files}/Photos/cat-1.jpg")]);
+    let images =
+        "<d:like><d:prop><d:getcontenttype/></d:prop><d:literal>image/%</d:literal></d:like>";
+    let r = nc_search(a, images, "", 0).await?;
+    assert_eq!(
+        hrefs(&r.text()),
+        [
+            format!("{files}/Photos/cat-1.jpg"),
+            format!("{files}/Photos/dog.jpg"),
+            format!("{files}/Photos/old%20ones/cat-2.png"),
+        ]
+    );
+    let r = nc_search(a, "<d:is-collection/>", "", 0).await?;
+    assert_eq!(
+        hrefs(&r.text()),
+        [
+            format!("{files}/Photos/"),
+            format!("{files}/Photos/old%20ones/")
+        ]
+    );
+    let recent = "<d:gt><d:prop><d:getlastmodified/></d:prop><d:literal>2020-01-01T00:00:00Z</d:literal></d:gt>";
+    let r = nc_search(a, &format!("<d:and>{recent}{cat}</d:and>"), "", 0).await?;
+    assert_eq!(hrefs(&r.text()).len(), 3, "{}", r.text());
+    let future =
+        "<d:gt><d:prop><d:getlastmodified/></d:prop><d:literal>4102444800</d:literal></d:gt>";
+    let r = nc_search(a, future, "", 0).await?;
+    assert_eq!(hrefs(&r.text()), Vec::<String>::new());
+
+    // What is refused says why.
+    let r = nc_search(
+        a,
+        "<d:eq><d:prop><oc:favorite/></d:prop><d:literal>1</d:literal></d:eq>",
+        "",
+        0,
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("cannot search by"), "{}", r.text());
+    let r = nc_search(a, cat, &scope("/files/somebody", "infinity"), 0).await?;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = nc_search(a, cat, &scope("/files/admin/Nope", "infinity"), 0).await?;
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = send(a, "GET", "/remote.php/dav/", &[auth(&admin)], "").await?;
+    assert_eq!(r.status, 405, "{}", r.text());
     Ok(())
 }

@@ -15,13 +15,18 @@
 //! Retry-After. (oCIS writes hrefs under `/remote.php/dav/spaces/` when asked there; arca
 //! serves spaces at `/dav/spaces/` only, so its hrefs always name that.)
 //!
+//! Nextcloud's `SEARCH` (RFC 5323 `basicsearch`) on `/remote.php/dav/` is turned into the
+//! same query ([`basic`]).
+//!
 //! The search service (through the gateway) finds and checks rights; here is only the HTTP.
+
+mod basic;
 
 use std::sync::Arc;
 
 use arca_proto::ErrorKind;
-use arca_proto::v1::SearchRequest;
 use arca_proto::v1::search_client::SearchClient;
+use arca_proto::v1::{SearchHit, SearchRequest, SearchResponse};
 use arca_runtime::Caller;
 use arca_transport::Channel;
 use axum::extract::{Request, State};
@@ -72,7 +77,77 @@ pub(crate) fn routes(gateway: Channel) -> axum::Router {
         .route("/remote.php/dav/spaces/", any(root))
         .route("/dav/spaces", any(root))
         .route("/dav/spaces/", any(root))
+        .route("/remote.php/dav", any(dav_root))
+        .route("/remote.php/dav/", any(dav_root))
         .with_state(state)
+}
+
+/// `/remote.php/dav/`: Nextcloud's SEARCH.
+async fn dav_root(
+    State(gateway): State<Arc<Channel>>,
+    Caller(who): Caller,
+    req: Request,
+) -> Response {
+    if req.method().as_str() != "SEARCH" {
+        let mut resp = dav_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only SEARCH is served here",
+            None,
+        );
+        resp.headers_mut()
+            .insert(http::header::ALLOW, HeaderValue::from_static("SEARCH"));
+        return resp;
+    }
+    basic::search(&gateway, &who, req).await
+}
+
+/// Asks the search service; the error answer when it cannot (503 with Retry-After when no
+/// search service is deployed or it is away: searches wait, nothing else does).
+async fn ask(gateway: &Channel, query: String, limit: u32) -> Result<SearchResponse, Response> {
+    let answer = SearchClient::new(gateway.clone())
+        .max_decoding_message_size(arca_proto::MAX_STORAGE_ANSWER)
+        .search(SearchRequest { query, limit })
+        .await;
+    match answer {
+        Ok(a) => Ok(a.into_inner()),
+        Err(s) if ErrorKind::of(&s) == ErrorKind::Unavailable => Err(dav_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "search is temporarily unavailable, retry later",
+            None,
+        )),
+        Err(s) => Err(grpc_error(s)),
+    }
+}
+
+/// One hit's `<d:response>` at `href`, with `d:displayname` too when `named` (Nextcloud's
+/// clients show it).
+fn write_hit(ms: &mut Multistatus, href: &str, hit: &SearchHit, named: bool) {
+    let Some(n) = &hit.node else { return };
+    let mut r = ms.response(href);
+    r.text(&LiveProp::OcId.name(), &n.id);
+    r.text(&LiveProp::OcFileId.name(), &n.id);
+    r.text(&LiveProp::OcSpaceId.name(), &n.space_id);
+    if !n.parent_id.is_empty() {
+        r.text(&LiveProp::OcFileParent.name(), &n.parent_id);
+    }
+    r.text(&LiveProp::OcName.name(), &n.name);
+    if named {
+        r.text(&LiveProp::DisplayName.name(), &n.name);
+    }
+    r.text(&OC_SCORE, &hit.score.to_string());
+    r.etag(&n.etag);
+    r.text(
+        &LiveProp::OcPermissions.name(),
+        &crate::webdav::jail::dav_permissions(n),
+    );
+    r.last_modified(n.mtime_ns.div_euclid(1_000_000_000));
+    r.resourcetype(n.is_dir);
+    if !n.is_dir {
+        r.text(&LiveProp::GetContentType.name(), &hit.media_type);
+        r.number(&LiveProp::GetContentLength.name(), n.size);
+    }
+    r.number(&LiveProp::OcSize.name(), n.size);
+    r.finish();
 }
 
 async fn root(State(gateway): State<Arc<Channel>>, Caller(_): Caller, req: Request) -> Response {
@@ -96,24 +171,9 @@ pub(crate) async fn report(gateway: &Channel, req: Request) -> Response {
         Ok(a) => a,
         Err(e) => return dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None),
     };
-    let answer = SearchClient::new(gateway.clone())
-        .max_decoding_message_size(arca_proto::MAX_STORAGE_ANSWER)
-        .search(SearchRequest {
-            query: ask.pattern,
-            limit: ask.limit,
-        })
-        .await;
-    let answer = match answer {
-        Ok(a) => a.into_inner(),
-        // No search service deployed, or it is away: searches wait, nothing else does.
-        Err(s) if ErrorKind::of(&s) == ErrorKind::Unavailable => {
-            return dav_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "search is temporarily unavailable, retry later",
-                None,
-            );
-        }
-        Err(s) => return grpc_error(s),
+    let answer = match self::ask(gateway, ask.pattern, ask.limit).await {
+        Ok(a) => a,
+        Err(resp) => return resp,
     };
     let mut ms = Multistatus::with_capacity(answer.hits.len() * 700);
     for hit in &answer.hits {
@@ -124,28 +184,7 @@ pub(crate) async fn report(gateway: &Channel, req: Request) -> Response {
         if n.is_dir && !href.ends_with('/') {
             href.push('/');
         }
-        let mut r = ms.response(&href);
-        r.text(&LiveProp::OcId.name(), &n.id);
-        r.text(&LiveProp::OcFileId.name(), &n.id);
-        r.text(&LiveProp::OcSpaceId.name(), &n.space_id);
-        if !n.parent_id.is_empty() {
-            r.text(&LiveProp::OcFileParent.name(), &n.parent_id);
-        }
-        r.text(&LiveProp::OcName.name(), &n.name);
-        r.text(&OC_SCORE, &hit.score.to_string());
-        r.etag(&n.etag);
-        r.text(
-            &LiveProp::OcPermissions.name(),
-            &crate::webdav::jail::dav_permissions(n),
-        );
-        r.last_modified(n.mtime_ns.div_euclid(1_000_000_000));
-        r.resourcetype(n.is_dir);
-        if !n.is_dir {
-            r.text(&LiveProp::GetContentType.name(), &hit.media_type);
-            r.number(&LiveProp::GetContentLength.name(), n.size);
-        }
-        r.number(&LiveProp::OcSize.name(), n.size);
-        r.finish();
+        write_hit(&mut ms, &href, hit, false);
     }
     let mut resp = xml_answer(StatusCode::MULTI_STATUS, ms.finish());
     // oCIS's header, only when something was found.
@@ -239,6 +278,25 @@ fn append(current: &str, s: &str, pattern: &mut Option<String>, limit: &mut Stri
 /// The capability that makes ownCloud Web offer search.
 pub(crate) fn reports() -> serde_json::Value {
     serde_json::json!(["search-files"])
+}
+
+/// oCIS's `search.property` capability: what ownCloud Web's search filters may ask. Names and
+/// contents, and the media type groups the query language knows; `mtime` keywords ("today",
+/// "last 7 days") are not understood, so that filter is off.
+pub(crate) fn properties() -> serde_json::Value {
+    serde_json::json!({
+        "property": {
+            "name": {"enabled": true},
+            "content": {"enabled": true},
+            "mediatype": {
+                "enabled": true,
+                "keywords": ["folder", "document", "spreadsheet", "presentation", "pdf",
+                             "image", "video", "audio", "archive"],
+            },
+            "mtime": {"enabled": false},
+            "tag": {"enabled": false},
+        }
+    })
 }
 
 #[cfg(test)]

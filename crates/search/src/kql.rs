@@ -5,7 +5,8 @@
 //! quoted phrases (name searches, as oCIS treats free text), `content:"…"` (text inside
 //! text-like files), `mediatype:document|spreadsheet|presentation|pdf|image|video|audio|
 //! folder|archive` (oCIS's groups) or a media type prefix (`mediatype:text/`), `mtime` and
-//! `size` with `>`, `>=`, `<`, `<=` or `:` (`mtime>2024-01-31`, `size<1000`), `scope:ID` (a
+//! `size` with `>`, `>=`, `<`, `<=` or `:` (`mtime>2024-01-31`, `mtime>"2024-01-31T10:00:00Z"`,
+//! `size<1000`), `scope:ID` (a
 //! space id, or a resource id to search below a folder), `AND`, `OR`, `NOT`, implicit AND
 //! between terms, parentheses. Anything else is a [`KqlError`] naming the problem, which the
 //! client gets as its 400.
@@ -312,10 +313,10 @@ fn property(key: &str, op: &str, value: String) -> Result<Expr, KqlError> {
         "mediatype" => colon_only(Expr::MediaType(media_type(&value)?)),
         "mtime" => {
             let cmp = cmp(op);
-            let ns = day_start_ns(&value).ok_or_else(|| KqlError::BadValue {
+            let ns = instant_ns(&value).ok_or_else(|| KqlError::BadValue {
                 key: "mtime",
                 value: value.clone(),
-                expected: "a date YYYY-MM-DD",
+                expected: "a date YYYY-MM-DD or a time YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]",
             })?;
             Ok(Expr::Mtime(cmp, ns))
         }
@@ -397,6 +398,46 @@ fn media_type(value: &str) -> Result<MediaType, KqlError> {
 /// Nanoseconds in a day.
 pub const DAY_NS: i64 = 86_400 * 1_000_000_000;
 
+/// `YYYY-MM-DD` (midnight UTC) or an RFC 3339 time `YYYY-MM-DDTHH:MM[:SS[.frac]]` with `Z`
+/// or an offset (UTC without), in Unix nanoseconds. With `:` (equal) a time still means its
+/// whole day.
+fn instant_ns(value: &str) -> Option<i64> {
+    let Some((date, time)) = value.split_once(['T', 't']) else {
+        return day_start_ns(value);
+    };
+    let day = day_start_ns(date)?;
+    let (clock, offset_s) = match time.find(['Z', 'z', '+', '-']) {
+        None => (time, 0),
+        Some(at) => {
+            let (clock, zone) = time.split_at(at);
+            let offset = match zone {
+                "Z" | "z" => 0,
+                _ => {
+                    let sign = if zone.starts_with('-') { -1 } else { 1 };
+                    let (h, m) = zone[1..].split_once(':')?;
+                    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+                    if h > 23 || m > 59 {
+                        return None;
+                    }
+                    sign * (h * 3600 + m * 60)
+                }
+            };
+            (clock, offset)
+        }
+    };
+    let mut parts = clock.splitn(3, ':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let s: i64 = match parts.next() {
+        None => 0,
+        Some(sec) => sec.split('.').next()?.parse().ok()?,
+    };
+    if h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    day.checked_add((h * 3600 + m * 60 + s - offset_s).checked_mul(1_000_000_000)?)
+}
+
 /// Midnight UTC of `YYYY-MM-DD` in Unix nanoseconds.
 fn day_start_ns(value: &str) -> Option<i64> {
     let mut parts = value.splitn(3, '-');
@@ -449,6 +490,21 @@ mod tests {
             parse("mtime>=2024-01-02"),
             Ok(Expr::Mtime(Cmp::Ge, 19_724 * DAY_NS))
         );
+        // A time, as Nextcloud's SEARCH literals are turned into (seconds after midnight,
+        // minus the offset).
+        let at = 19_724 * DAY_NS + (10 * 3600 + 30 * 60 + 5) * 1_000_000_000;
+        assert_eq!(
+            parse(r#"mtime>="2024-01-02T10:30:05Z""#),
+            Ok(Expr::Mtime(Cmp::Ge, at))
+        );
+        assert_eq!(
+            parse(r#"mtime<"2024-01-02T12:30:05+02:00""#),
+            Ok(Expr::Mtime(Cmp::Lt, at))
+        );
+        assert!(matches!(
+            parse(r#"mtime<"2024-01-02T25:00:00Z""#),
+            Err(KqlError::BadValue { .. })
+        ));
         assert_eq!(parse("size<10"), Ok(Expr::Size(Cmp::Lt, 10)));
         assert_eq!(
             parse("scope:storage-users$abc"),

@@ -303,7 +303,8 @@ fn capability_tree() -> Value {
             "undelete": true,
             "versioning": true,
             "favorites": false,
-            "full_text_search": false,
+            // Contents of text-like files are searched (`content:`).
+            "full_text_search": true,
             "tags": false,
             "blacklisted_files": [],
             "thumbnail": crate::preview::capability(),
@@ -322,6 +323,7 @@ fn capability_tree() -> Value {
             // ownCloud Web offers search only where this lists "search-files".
             "reports": crate::search::reports(),
         },
+        "search": crate::search::properties(),
         "files_sharing": {
             "api_enabled": true,
             "default_permissions": 22,

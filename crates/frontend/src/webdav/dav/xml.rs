@@ -177,6 +177,71 @@ pub fn parse_propfind(body: &[u8]) -> Result<Propfind, DavXmlError> {
     })
 }
 
+/// An element of a request body kept whole: its resolved name, its child elements and its
+/// text (references resolved, pieces joined).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XmlTree {
+    pub name: PropName,
+    pub children: Vec<XmlTree>,
+    pub text: String,
+}
+
+impl XmlTree {
+    /// The first child named `DAV:<local>`.
+    pub fn dav_child(&self, local: &str) -> Option<&XmlTree> {
+        self.children
+            .iter()
+            .find(|c| c.name.ns == DAV_NS && c.name.local == local)
+    }
+}
+
+/// The most elements a [`parse_tree`] body may have.
+const MAX_TREE_ELEMENTS: usize = 4096;
+
+/// Parses a body whose root must be `DAV:<root>` (e.g. RFC 5323's `searchrequest`) into a
+/// tree, with the same hardening as the other bodies and at most [`MAX_TREE_ELEMENTS`]
+/// elements.
+pub fn parse_tree(
+    body: &[u8],
+    root: &'static str,
+    expected: &'static str,
+) -> Result<XmlTree, DavXmlError> {
+    fn fill(p: &mut Parser<'_>, into: &mut XmlTree, budget: &mut usize) -> Result<(), DavXmlError> {
+        loop {
+            match p.next()? {
+                Node::Open(el) => {
+                    *budget = budget
+                        .checked_sub(1)
+                        .ok_or_else(|| DavXmlError::Invalid("too many elements".into()))?;
+                    let mut child = XmlTree {
+                        name: el.name,
+                        children: Vec::new(),
+                        text: String::new(),
+                    };
+                    fill(p, &mut child, budget)?;
+                    into.children.push(child);
+                }
+                Node::Text(t) => into.text.push_str(&t),
+                Node::Close => return Ok(()),
+            }
+        }
+    }
+    let mut p = Parser::new(body)?;
+    p.expect_root(root, expected)?;
+    let mut tree = XmlTree {
+        name: PropName {
+            ns: Cow::Borrowed(DAV_NS),
+            local: Cow::Borrowed(root),
+        },
+        children: Vec::new(),
+        text: String::new(),
+    };
+    let mut budget = MAX_TREE_ELEMENTS;
+    fill(&mut p, &mut tree, &mut budget)?;
+    p.finish()?;
+    Ok(tree)
+}
+
 /// Parses a PROPPATCH body into its instructions, in document order.
 pub fn parse_proppatch(body: &[u8]) -> Result<Vec<PropPatchOp>, DavXmlError> {
     if is_blank(body) {
