@@ -876,3 +876,71 @@ async fn nextcloud_search_finds_the_same_through_basicsearch() -> anyhow::Result
     assert_eq!(r.status, 405, "{}", r.text());
     Ok(())
 }
+
+/// `arca search reindex` reads everything again: a file indexed while contents above 10 bytes
+/// were skipped is found by its content only after the limit was raised and the index was
+/// rebuilt (another file's content is found at once: the crawler runs, the old file is not
+/// read again without the rebuild).
+#[tokio::test]
+async fn reindex_reads_every_file_again() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[("search.max_content_bytes", "10")]).await?;
+    let a = server.public.clone();
+    let admin = admin();
+    put(
+        &a,
+        "/remote.php/webdav/notes.txt",
+        &admin,
+        "a long line about zebras",
+    )
+    .await?;
+    until_found(&a, &admin, "notes", &["notes.txt"]).await?;
+    assert_eq!(
+        found(&a, &admin, "content:zebras").await?,
+        Vec::<String>::new()
+    );
+    server.stop().await?;
+
+    let server = start(&dir, &[("search.max_content_bytes", "1000")]).await?;
+    let a = server.public.clone();
+    put(&a, "/remote.php/webdav/later.txt", &admin, "zebras too").await?;
+    until_found(&a, &admin, "content:zebras", &["later.txt"]).await?;
+
+    let data = InProcess::data_dir(&dir);
+    let out = arca_tests::run_arca(
+        &[
+            "search",
+            "reindex",
+            "--data-dir",
+            &data.display().to_string(),
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.code, Some(0), "{:?} {:?}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .iter()
+            .any(|l| l.contains("entries to check again")),
+        "{:?}",
+        out.stdout
+    );
+    until_found(&a, &admin, "content:zebras", &["later.txt", "notes.txt"]).await?;
+
+    // Without an index there is nothing to rebuild: said, not made.
+    let empty = TempDir::new();
+    let out = arca_tests::run_arca(
+        &[
+            "search",
+            "reindex",
+            "--data-dir",
+            &empty.path().display().to_string(),
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.code, Some(1), "{:?}", out.stderr);
+    assert!(!empty.path().join("search/index.db").exists());
+    server.stop().await?;
+    Ok(())
+}

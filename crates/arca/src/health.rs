@@ -19,15 +19,9 @@ pub fn run(config: Option<PathBuf>, debug_addr: Option<String>) -> ExitCode {
             }
         },
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::command_runtime("arca health") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("arca health: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     // The timer must be created inside the runtime.
     match runtime

@@ -6,6 +6,7 @@
 //! configuration or usage, 130 forced by a second signal.
 
 mod health;
+mod search_cli;
 mod server_api;
 mod spaces_cli;
 mod trash_cli;
@@ -55,6 +56,8 @@ enum Command {
     /// What each space holds: used bytes, its trash and its versions, asking the running
     /// server.
     Spaces(spaces_cli::SpacesArgs),
+    /// The search index: rebuild it from the store.
+    Search(search_cli::SearchArgs),
     /// Write a commented config file with freshly generated secrets.
     Init {
         /// Overwrite the file if it exists.
@@ -98,7 +101,20 @@ fn main() -> ExitCode {
         Command::Users(args) => users_cli::run(cli.config, args),
         Command::Trash(args) => trash_cli::run(cli.config, args),
         Command::Spaces(args) => spaces_cli::run(cli.config, args),
+        Command::Search(args) => search_cli::run(cli.config, args),
     }
+}
+
+/// The runtime of a one-shot command; on failure the message is printed (prefixed with
+/// `what`) and the exit code returned.
+pub(crate) fn command_runtime(what: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{what}: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        })
 }
 
 fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {

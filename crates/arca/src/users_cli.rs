@@ -85,15 +85,9 @@ pub(crate) fn run(file: Option<PathBuf>, args: UsersArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::command_runtime("arca users") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("arca users: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(execute(&config, args.command)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -105,11 +99,25 @@ pub(crate) fn run(file: Option<PathBuf>, args: UsersArgs) -> ExitCode {
 }
 
 fn load(file: Option<&std::path::Path>, args: &UsersArgs) -> Result<arca_config::Config, String> {
+    offline_config(file, args.data_dir.as_deref(), &args.set)
+}
+
+/// The configuration as `arca server` loads it (`--config`/`ARCA_CONFIG`, `ARCA_*`, then
+/// `--data-dir` and `--set`), for a command that works on a service's data directly.
+pub(crate) fn offline_config(
+    file: Option<&std::path::Path>,
+    data_dir: Option<&str>,
+    set: &[String],
+) -> Result<arca_config::Config, String> {
     let mut flags = Overrides::default();
-    if let Some(dir) = &args.data_dir {
-        flags.push("data_dir", dir.clone(), Origin::Flag("--data-dir".into()));
+    if let Some(dir) = data_dir {
+        flags.push(
+            "data_dir",
+            dir.to_owned(),
+            Origin::Flag("--data-dir".into()),
+        );
     }
-    for assignment in &args.set {
+    for assignment in set {
         flags.push_set(assignment).map_err(|e| e.to_string())?;
     }
     arca_config::load_from_process(file, flags).map_err(|e| e.to_string())

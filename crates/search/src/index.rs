@@ -120,6 +120,24 @@ impl Index {
         Ok(Index { pool })
     }
 
+    /// Forgets which etags were indexed, so that the crawler's next round (a running
+    /// service's too) walks every folder and reads every file again: a full rebuild from the
+    /// store, with the documents searchable meanwhile and replaced as the walk reaches them
+    /// (`arca search reindex`). Returns how many documents are to be checked again.
+    pub async fn forget_progress(&self) -> Result<u64, IndexError> {
+        let mut tx = self.pool.begin().await?;
+        let docs = sqlx::query("UPDATE docs SET etag = ''")
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        // Kept, with their disabled flag: queries go on skipping disabled spaces.
+        sqlx::query("UPDATE spaces SET etag = ''")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(docs)
+    }
+
     /// Every indexed space with its root etag as last indexed.
     pub async fn spaces(&self) -> Result<HashMap<String, String>, IndexError> {
         let rows = sqlx::query("SELECT id, etag FROM spaces")
