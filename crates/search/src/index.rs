@@ -108,6 +108,7 @@ impl Index {
             .filename(dir.join("index.db"))
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
+            // Derived data: what a power loss takes back, the next crawl finds again.
             .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
             .busy_timeout(std::time::Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()

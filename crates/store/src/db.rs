@@ -35,10 +35,12 @@ impl Dialect {
     }
 }
 
-/// Run on every new SQLite connection. WAL lets readers run beside the one writer; NORMAL
-/// synchronous is durable in WAL mode except for the last commits before a power loss (never
-/// corrupting), which is the usual trade for an embedded store; busy_timeout covers other
-/// processes (in-process writers queue on [`Db::write_lock`] instead).
+/// Run on every new SQLite connection. WAL lets readers run beside the one writer. FULL
+/// synchronous syncs the WAL at every COMMIT: an acknowledged write survives a power loss, not
+/// only a crash of the process (NORMAL, SQLite's usual trade in WAL mode, may lose the last
+/// commits to one). The group committer makes that one sync per batch of puts (~0.4 ms on
+/// this machine's disk). busy_timeout covers other processes (in-process writers queue on
+/// [`Db::write_lock`] instead).
 ///
 /// Checkpoints every 10,000 WAL pages (~40 MiB) instead of SQLite's 1,000: small puts rewrite
 /// the same few pages (the directory's row, the root's, the rightmost index leaves) in every
@@ -50,7 +52,7 @@ impl Dialect {
 /// let it grow past that.
 const SQLITE_PRAGMAS: [&str; 6] = [
     "PRAGMA journal_mode = WAL",
-    "PRAGMA synchronous = NORMAL",
+    "PRAGMA synchronous = FULL",
     "PRAGMA busy_timeout = 5000",
     "PRAGMA foreign_keys = ON",
     "PRAGMA wal_autocheckpoint = 10000",
@@ -464,7 +466,7 @@ mod tests {
             for (pragma, want) in [
                 ("PRAGMA busy_timeout", 5000i64),
                 ("PRAGMA foreign_keys", 1),
-                ("PRAGMA synchronous", 1), // NORMAL
+                ("PRAGMA synchronous", 2), // FULL
                 ("PRAGMA wal_autocheckpoint", 10_000),
                 ("PRAGMA journal_size_limit", 64 << 20),
             ] {
