@@ -717,6 +717,20 @@ async fn nc_search(
     from: &str,
     limit: u32,
 ) -> anyhow::Result<HttpResponse> {
+    nc_search_ordered(a, condition, from, LATEST, limit).await
+}
+
+/// The newest first, as Nextcloud's recent-files view asks.
+const LATEST: &str = "<d:order><d:prop><d:getlastmodified/></d:prop><d:descending/></d:order>";
+
+/// [`nc_search`] with `order` inside `d:orderby`.
+async fn nc_search_ordered(
+    a: &str,
+    condition: &str,
+    from: &str,
+    order: &str,
+    limit: u32,
+) -> anyhow::Result<HttpResponse> {
     let limit = if limit > 0 {
         format!("<d:limit><d:nresults>{limit}</d:nresults></d:limit>")
     } else {
@@ -729,7 +743,7 @@ async fn nc_search(
     <d:select><d:prop><d:displayname/><d:getcontenttype/><oc:size/></d:prop></d:select>
     {from}
     <d:where>{condition}</d:where>
-    <d:orderby><d:order><d:prop><d:getlastmodified/></d:prop><d:descending/></d:order></d:orderby>
+    <d:orderby>{order}</d:orderby>
     {limit}
   </d:basicsearch>
 </d:searchrequest>"#
@@ -823,8 +837,32 @@ async fn nextcloud_search_finds_the_same_through_basicsearch() -> anyhow::Result
     );
     let r = nc_search(a, cat, &scope(&format!("{files}/Photos"), "1"), 0).await?;
     assert_eq!(hrefs(&r.text()), [format!("{files}/Photos/cat-1.jpg")]);
+    // The order decides which hits the limit keeps: the newest, the largest, by name.
     let r = nc_search(a, cat, "", 1).await?;
-    assert_eq!(hrefs(&r.text()).len(), 1, "{}", r.text());
+    assert_eq!(hrefs(&r.text()), [format!("{files}/cat-notes.txt")]);
+    let largest = "<d:order><d:prop><oc:size/></d:prop><d:descending/></d:order>";
+    let r = nc_search_ordered(a, cat, "", largest, 1).await?;
+    assert_eq!(hrefs(&r.text()), [format!("{files}/Photos/cat-1.jpg")]);
+    let by_name = "<d:order><d:prop><d:displayname/></d:prop><d:ascending/></d:order>";
+    let r = nc_search_ordered(a, cat, "", by_name, 0).await?;
+    let body = r.text();
+    let names: Vec<usize> = ["cat-1.jpg", "cat-2.png", "cat-notes.txt"]
+        .iter()
+        .map(|n| {
+            body.find(&format!("<d:displayname>{n}<"))
+                .unwrap_or(usize::MAX)
+        })
+        .collect();
+    assert!(names[0] < names[1] && names[1] < names[2], "{body}");
+    let r = nc_search_ordered(
+        a,
+        cat,
+        "",
+        "<d:order><d:prop><oc:favorite/></d:prop></d:order>",
+        0,
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", r.text());
     // Conditions combined: names and sizes, media types, folders.
     let big = format!(
         "<d:and>{cat}<d:gt><d:prop><oc:size/></d:prop><d:literal>1000</d:literal></d:gt></d:and>"

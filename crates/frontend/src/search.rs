@@ -103,10 +103,10 @@ async fn dav_root(
 
 /// Asks the search service; the error answer when it cannot (503 with Retry-After when no
 /// search service is deployed or it is away: searches wait, nothing else does).
-async fn ask(gateway: &Channel, query: String, limit: u32) -> Result<SearchResponse, Response> {
+async fn ask(gateway: &Channel, request: SearchRequest) -> Result<SearchResponse, Response> {
     let answer = SearchClient::new(gateway.clone())
         .max_decoding_message_size(arca_proto::MAX_STORAGE_ANSWER)
-        .search(SearchRequest { query, limit })
+        .search(request)
         .await;
     match answer {
         Ok(a) => Ok(a.into_inner()),
@@ -171,7 +171,12 @@ pub(crate) async fn report(gateway: &Channel, req: Request) -> Response {
         Ok(a) => a,
         Err(e) => return dav_error(StatusCode::BAD_REQUEST, &e.to_string(), None),
     };
-    let answer = match self::ask(gateway, ask.pattern, ask.limit).await {
+    let request = SearchRequest {
+        query: ask.pattern,
+        limit: ask.limit,
+        ..SearchRequest::default()
+    };
+    let answer = match self::ask(gateway, request).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };

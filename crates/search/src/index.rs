@@ -48,6 +48,38 @@ pub struct Known {
     pub is_dir: bool,
 }
 
+/// Which hits come first (and so which a limit keeps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Best score first, then the latest.
+    #[default]
+    Relevance,
+    Name {
+        descending: bool,
+    },
+    Mtime {
+        descending: bool,
+    },
+    Size {
+        descending: bool,
+    },
+}
+
+impl Order {
+    /// The ORDER BY clause: constant pieces only.
+    fn sql(self) -> &'static str {
+        match self {
+            Order::Relevance => "score DESC, d.mtime_ns DESC, d.id",
+            Order::Name { descending: false } => "d.name COLLATE NOCASE ASC, d.id",
+            Order::Name { descending: true } => "d.name COLLATE NOCASE DESC, d.id",
+            Order::Mtime { descending: false } => "d.mtime_ns ASC, d.id",
+            Order::Mtime { descending: true } => "d.mtime_ns DESC, d.id",
+            Order::Size { descending: false } => "d.size ASC, d.id",
+            Order::Size { descending: true } => "d.size DESC, d.id",
+        }
+    }
+}
+
 /// A hit: the document and its score.
 #[derive(Clone, Debug)]
 pub struct Hit {
@@ -315,6 +347,7 @@ impl Index {
         &self,
         expr: &Expr,
         reach: &[Reach],
+        order: Order,
         limit: u32,
     ) -> Result<(Vec<Hit>, u64), IndexError> {
         if reach.is_empty() {
@@ -359,7 +392,8 @@ impl Index {
             "SELECT d.id, d.space_id, d.parent_id, d.path, d.name, d.is_dir, d.size, d.mtime_ns,
                     d.etag, d.mime, d.owner_id, ({score_sql}) AS score
              {from} WHERE {where_sql}
-             ORDER BY score DESC, d.mtime_ns DESC, d.id LIMIT ?"
+             ORDER BY {} LIMIT ?",
+            order.sql()
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(select));
         for b in score_binds.iter().chain(&where_binds) {
@@ -595,9 +629,13 @@ mod tests {
         let q = |s: &str| {
             crate::kql::parse(s).map_err(|e| IndexError(sqlx::Error::Protocol(e.to_string())))
         };
-        let (hits, total) = index.search(&q("report")?, &all, 10).await?;
+        let (hits, total) = index
+            .search(&q("report")?, &all, Order::Relevance, 10)
+            .await?;
         assert_eq!((hits.len(), total), (1, 1));
-        let (hits, _) = index.search(&q("cat OR content:cat")?, &all, 10).await?;
+        let (hits, _) = index
+            .search(&q("cat OR content:cat")?, &all, Order::Relevance, 10)
+            .await?;
         // The name match ranks first.
         assert_eq!(hits[0].doc.name, "cat.md");
         assert_eq!(hits[1].doc.name, "Report.txt");
@@ -605,19 +643,36 @@ mod tests {
             space_id: "p$s".into(),
             below: Some("/dir".into()),
         }];
-        let (hits, _) = index.search(&q("cat OR content:cat")?, &below, 10).await?;
+        let (hits, _) = index
+            .search(&q("cat OR content:cat")?, &below, Order::Relevance, 10)
+            .await?;
         assert_eq!(hits.len(), 1);
         // Content kept when a file is updated without it.
         index
             .upsert(&doc("p$s!a", "/a", "Report.txt"), None)
             .await?;
         assert_eq!(
-            index.search(&q("content:\"big cat\"")?, &all, 10).await?.1,
+            index
+                .search(&q("content:\"big cat\"")?, &all, Order::Relevance, 10)
+                .await?
+                .1,
             1
         );
         index.remove("p$s", "/dir").await?;
-        assert_eq!(index.search(&q("cat")?, &all, 10).await?.1, 0);
-        assert_eq!(index.search(&q("mediatype:folder")?, &all, 10).await?.1, 0);
+        assert_eq!(
+            index
+                .search(&q("cat")?, &all, Order::Relevance, 10)
+                .await?
+                .1,
+            0
+        );
+        assert_eq!(
+            index
+                .search(&q("mediatype:folder")?, &all, Order::Relevance, 10)
+                .await?
+                .1,
+            0
+        );
         Ok(())
     }
 }

@@ -27,13 +27,14 @@ use arca_proto::sharing::{self, perm, share_type};
 use arca_proto::v1::search_server::SearchServer;
 use arca_proto::v1::sharing_client::SharingClient;
 use arca_proto::v1::{
-    ListSharesRequest, ListSpacesRequest, Node, SearchHit, SearchRequest, SearchResponse,
+    ListSharesRequest, ListSpacesRequest, Node, SearchHit, SearchOrder, SearchRequest,
+    SearchResponse,
 };
 use arca_runtime::{BoxFuture, Context, Service, ServiceError, caller};
 use arca_transport::Channel;
 use tonic::{Request, Response, Status};
 
-use crate::index::{Index, Reach};
+use crate::index::{Index, Order, Reach};
 
 /// Hits returned when a query names no limit, and the most it may ask for.
 const DEFAULT_LIMIT: u32 = 200;
@@ -99,10 +100,21 @@ impl arca_proto::v1::search_server::Search for SearchApi {
         };
         let places = self.places(&who).await?;
         let reach: Vec<Reach> = places.iter().map(|p| p.reach.clone()).collect();
-        let (hits, total) = self.index.search(&expr, &reach, limit).await.map_err(|e| {
-            tracing::warn!(error = %e, "search failed");
-            ErrorKind::Internal.status("the search index failed")
-        })?;
+        let descending = r.descending;
+        let order = match SearchOrder::try_from(r.order).unwrap_or_default() {
+            SearchOrder::Relevance => Order::Relevance,
+            SearchOrder::Name => Order::Name { descending },
+            SearchOrder::Mtime => Order::Mtime { descending },
+            SearchOrder::Size => Order::Size { descending },
+        };
+        let (hits, total) = self
+            .index
+            .search(&expr, &reach, order, limit)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "search failed");
+                ErrorKind::Internal.status("the search index failed")
+            })?;
         let hits = hits
             .into_iter()
             .map(|h| {

@@ -21,13 +21,15 @@
 //! - `from`: `/files/{you}[/path]` (with or without `/remote.php/dav`), depth `infinity` or
 //!   `1` (the folder's own entries). Another user's files: 403. A folder that does not exist:
 //!   404. The root of your files searches everything you can read, shares and spaces included.
-//! - `select` and `orderby` are accepted and not used: every hit carries the same properties
-//!   as the REPORT's plus `d:displayname`, best first; `limit/nresults` caps the hits.
+//! - `orderby`: its first `order` by `d:displayname`, `d:getlastmodified`, `oc:size` or
+//!   `d:getcontentlength` (ascending, or `d:descending`) decides which hits come first and so
+//!   which `limit/nresults` keeps (without one: best first). `select` is accepted and not
+//!   used: every hit carries the REPORT's properties plus `d:displayname`.
 //!
 //! Hits in your personal space are named as Nextcloud names them, under
 //! `/remote.php/dav/files/{you}/`; others under `/dav/spaces/{space}/`, where arca serves them.
 
-use arca_proto::v1::{GetHomeSpaceRequest, Ref, StatRequest};
+use arca_proto::v1::{GetHomeSpaceRequest, Ref, SearchOrder, SearchRequest, StatRequest};
 use arca_runtime::Identity;
 use arca_transport::Channel;
 use axum::extract::Request;
@@ -49,6 +51,9 @@ pub(crate) struct Basic {
     /// Only the folder's own entries (`depth 1`).
     pub(crate) shallow: bool,
     pub(crate) limit: u32,
+    /// The first `orderby/order` (later ones are not used): which hits the limit keeps.
+    pub(crate) order: SearchOrder,
+    pub(crate) descending: bool,
 }
 
 /// Why a SEARCH body was refused: 400 with this line (403 for another user's files).
@@ -107,11 +112,33 @@ pub(crate) fn parse(body: &[u8], user: &str) -> Result<Basic, BasicError> {
             .parse::<u32>()
             .map_err(|_| invalid("limit nresults must be a whole number"))?,
     };
+    let (order, descending) = match basic
+        .dav_child("orderby")
+        .and_then(|o| o.dav_child("order"))
+    {
+        None => (SearchOrder::Relevance, false),
+        Some(o) => {
+            let prop = o
+                .dav_child("prop")
+                .and_then(|p| p.children.first())
+                .ok_or_else(|| invalid("order needs a prop"))?;
+            let order = match (prop.name.ns.as_ref(), prop.name.local.as_ref()) {
+                (DAV_NS, "displayname") | (OC_NS, "name") => SearchOrder::Name,
+                (DAV_NS, "getlastmodified") => SearchOrder::Mtime,
+                (OC_NS, "size") | (DAV_NS, "getcontentlength") => SearchOrder::Size,
+                (OC_NS, "score") => SearchOrder::Relevance,
+                _ => return Err(invalid(format!("cannot order by {}", prop.name))),
+            };
+            (order, o.dav_child("descending").is_some())
+        }
+    };
     Ok(Basic {
         query,
         scope,
         shallow,
         limit,
+        order,
+        descending,
     })
 }
 
@@ -331,7 +358,13 @@ pub(crate) async fn search(gateway: &Channel, who: &Identity, req: Request) -> R
         query = format!("scope:{} AND ({query})", node.id);
         folder = Some(node.id);
     }
-    let found = super::ask(gateway, query, ask.limit).await;
+    let request = SearchRequest {
+        query,
+        limit: ask.limit,
+        order: ask.order as i32,
+        descending: ask.descending,
+    };
+    let found = super::ask(gateway, request).await;
     let answer = match found {
         Ok(a) => a,
         Err(resp) => return resp,
