@@ -27,7 +27,7 @@ use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use crate::blob::BlobWriter;
-use crate::checksum::Hasher;
+use crate::checksum::{Checksums, Hasher};
 use crate::db::db_size;
 use crate::ids::{new_id, now_ms};
 use crate::model::{Node, PutOptions};
@@ -175,6 +175,14 @@ fn from_row(row: &AnyRow) -> Result<Upload> {
         checksum: row.try_get(12)?,
         hash_state,
     })
+}
+
+/// The checksums a finished upload's suspended hash state stands for.
+async fn checksums_of(state: &[u8]) -> Result<Checksums> {
+    Ok(Hasher::resume(state)
+        .ok_or_else(|| StoreError::Corrupt("an upload's hash state".into()))?
+        .finish()
+        .await?)
 }
 
 /// The upload id a part key belongs to (`uploads/ID/NAME`).
@@ -426,10 +434,16 @@ impl Store {
             ([key], Some(state)) if self.blobs().can_adopt(u.length) => {
                 self.commit_adopted(u, key, &state, opts).await
             }
-            _ => {
-                let body = self.parts_stream(keys);
-                self.put_file(&u.parent_id, &u.name, body, opts).await
-            }
+            // Several parts: copied into one blob, with the checksums the parts were hashed
+            // to as they arrived (not hashed a second time), if they cover every byte.
+            (_, state) => match state.as_deref() {
+                Some(state) => match checksums_of(state).await {
+                    Ok(known) => self.commit_parts(u, keys, opts, Some(known)).await,
+                    // Released below like any failed commit.
+                    Err(e) => Err(e),
+                },
+                None => self.commit_parts(u, keys, opts, None).await,
+            },
         };
         match committed {
             Ok(node) => {
@@ -472,10 +486,7 @@ impl Store {
         opts: PutOptions,
     ) -> Result<Node> {
         crate::names::validate_name(&u.name)?;
-        let checksums = Hasher::resume(state)
-            .ok_or_else(|| StoreError::Corrupt(format!("upload {}: hash state", u.id)))?
-            .finish()
-            .await?;
+        let checksums = checksums_of(state).await?;
         checksums.verify(opts.expected_checksum.as_ref())?;
         let (space_id, allowance) = self.precheck_put(&u.parent_id, &u.name, &opts).await?;
         if allowance.is_some_and(|a| u.length > a) {
@@ -498,6 +509,19 @@ impl Store {
             },
         })
         .await
+    }
+
+    /// The parts, in order, copied into one new blob that becomes the file.
+    async fn commit_parts(
+        &self,
+        u: &Upload,
+        keys: Vec<Path>,
+        opts: PutOptions,
+        known: Option<Checksums>,
+    ) -> Result<Node> {
+        let body = self.parts_stream(keys);
+        self.put_file_hashed(&u.parent_id, &u.name, body, opts, known)
+            .await
     }
 
     /// The parts' bytes, one object after the other.
@@ -783,6 +807,32 @@ mod tests {
         let left = store.blobs().list_under(&Path::from(PARTS_PREFIX)).await;
         assert_eq!(left.unwrap(), Vec::new(), "the part's own name is gone");
         assert!(store.upload(&u.id).await.unwrap().is_none());
+    }
+
+    /// An upload of several parts is copied into one blob with the checksums its parts were
+    /// hashed to as they arrived: the same as hashing the whole file.
+    #[tokio::test]
+    async fn several_parts_commit_with_the_checksums_they_arrived_with() {
+        let (_tmp, store, root) = store().await;
+        let body = big_body();
+        let (sha1, md5) = expected_checksums(&body);
+        let u = upload(&root, body.len() as u64, u64::MAX >> 2);
+        store.create_upload(&u).await.unwrap();
+        let mut at = 0;
+        for piece in body.chunks(1_100_000) {
+            let u = store.upload(&u.id).await.unwrap().unwrap();
+            assert!(u.offset == 0 || u.hash_state.is_some());
+            at += piece.len() as u64;
+            assert_eq!(append_chunks(&store, &u, piece).await, Appended::At(at));
+        }
+        let u = store.upload(&u.id).await.unwrap().unwrap();
+        let node = store
+            .commit_upload(&u, PutOptions::default())
+            .await
+            .unwrap();
+        let sums = node.checksums.clone().unwrap();
+        assert_eq!((sums.sha1, sums.md5), (sha1, md5));
+        assert_eq!(store.read_all(&node.id).await, body);
     }
 
     /// Parts continue the hash from one to the next, so the state covers the whole upload;

@@ -75,6 +75,25 @@ impl Store {
         S: Stream<Item = std::result::Result<Bytes, E>> + Send,
         E: Into<BoxError>,
     {
+        self.put_file_hashed(parent_id, name, body, opts, None)
+            .await
+    }
+
+    /// [`Store::put_file`] of a body whose checksums are already `known` (computed from the
+    /// same bytes as they arrived, e.g. a resumable upload's parts): it is stored without being
+    /// hashed again. `None`: hashed as it streams.
+    pub(crate) async fn put_file_hashed<S, E>(
+        &self,
+        parent_id: &str,
+        name: &str,
+        body: S,
+        opts: PutOptions,
+        known: Option<Checksums>,
+    ) -> Result<Node>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Send,
+        E: Into<BoxError>,
+    {
         validate_name(name)?;
         let (space_id, allowance) = match &opts.prechecked {
             Some(p) => (p.space_id.clone(), p.allowance),
@@ -82,7 +101,10 @@ impl Store {
         };
 
         let blob_id = self.committer().reserve().await?;
-        let written = match self.write_blob(&blob_id, body, &opts, allowance).await {
+        let written = match self
+            .write_blob(&blob_id, body, &opts, allowance, known)
+            .await
+        {
             Ok(w) => w,
             Err(e) => {
                 self.discard_upload(&blob_id).await;
@@ -173,13 +195,14 @@ impl Store {
         Ok((parent.space_id, allowance))
     }
 
-    /// Step 3: stream, hash, check, sync.
+    /// Step 3: stream, hash (unless the checksums are `known`), check, sync.
     async fn write_blob<S, E>(
         &self,
         blob_id: &str,
         body: S,
         opts: &PutOptions,
         allowance: Option<u64>,
+        known: Option<Checksums>,
     ) -> Result<Written>
     where
         S: Stream<Item = std::result::Result<Bytes, E>> + Send,
@@ -188,6 +211,7 @@ impl Store {
         let mut body = std::pin::pin!(body);
         let mut writer = self.blobs().writer(blob_id, opts.content_length);
         let mut hasher = Hasher::new();
+        let hashing = known.is_none();
         let mut size: u64 = 0;
         let outcome: Result<()> = async {
             while let Some(chunk) = body.next().await {
@@ -205,7 +229,9 @@ impl Store {
                 if allowance.is_some_and(|a| size > a) {
                     return Err(StoreError::QuotaExceeded);
                 }
-                hasher.update(&chunk).await;
+                if hashing {
+                    hasher.update(&chunk).await;
+                }
                 writer.write(chunk).await?;
             }
             if let Some(expected) = opts.content_length
@@ -223,12 +249,15 @@ impl Store {
             writer.abort().await;
             return Err(e);
         }
-        let checksums = match hasher.finish().await {
-            Ok(c) => c,
-            Err(e) => {
-                writer.abort().await;
-                return Err(e.into());
-            }
+        let checksums = match known {
+            Some(known) => known,
+            None => match hasher.finish().await {
+                Ok(c) => c,
+                Err(e) => {
+                    writer.abort().await;
+                    return Err(e.into());
+                }
+            },
         };
         if let Err(e) = checksums.verify(opts.expected_checksum.as_ref()) {
             writer.abort().await;
