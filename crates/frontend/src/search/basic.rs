@@ -369,7 +369,9 @@ pub(crate) async fn search(gateway: &Channel, who: &Identity, req: Request) -> R
         Ok(a) => a,
         Err(resp) => return resp,
     };
-    let files = format!("/remote.php/dav/files/{}", who.username);
+    // The personal space's hrefs start here (the name encoded once, not per hit).
+    let mut files = String::from("/remote.php/dav/files/");
+    dav::encode_segment(&who.username, &mut files);
     let mut ms = Multistatus::with_capacity(answer.hits.len() * 750);
     for hit in &answer.hits {
         let Some(n) = &hit.node else { continue };
@@ -377,12 +379,7 @@ pub(crate) async fn search(gateway: &Channel, who: &Identity, req: Request) -> R
             continue;
         }
         let mut href = if n.space_id == home.id {
-            let mut h = String::new();
-            for seg in files.split('/').filter(|s| !s.is_empty()) {
-                h.push('/');
-                dav::encode_segment(seg, &mut h);
-            }
-            h
+            files.clone()
         } else {
             let mut h = String::from("/dav/spaces/");
             dav::encode_segment(&n.space_id, &mut h);
