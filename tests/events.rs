@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use arca_runtime::events::{
-    Event, EventBus, EventError, NatsBus, NatsBusSettings, Received, Subscription,
+    Event, EventBus, EventError, Hint, NatsBus, NatsBusSettings, Received, Subscription,
 };
 use arca_tests::{Launch, Nats, Server, TempDir, basic, eventually, free_addr, free_port, send};
 use async_nats::jetstream;
@@ -178,6 +178,62 @@ async fn each_service_handles_each_event_once_however_many_replicas_it_runs() ->
             .all(|(_, attempt)| *attempt == 1),
         "first deliveries only"
     );
+    Ok(())
+}
+
+/// Hints reach every listener of their topic on every process, and none is stored: the
+/// stream holds no message after them and a listener that came later hears nothing old.
+#[tokio::test]
+async fn hints_reach_every_listener_and_are_stored_nowhere() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new();
+    let nats = Nats::start(&dir).await?;
+    let stream = "ev-hints";
+    let a = NatsBus::connect(settings(&nats.url(), stream)).await?;
+    let b = NatsBus::connect(settings(&nats.url(), stream)).await?;
+    // Both buses' stream exists, so that "nothing stored" below is a stream with 0 messages.
+    a.publish(Event::new("test.first", "tester")).await?;
+    let (mut on_a, mut on_b) = (a.hints("space-changed"), b.hints("space-changed"));
+    // A subscription is live once the server has seen it: send until both hear one.
+    let mut heard = (false, false);
+    let deadline = Instant::now() + WITHIN;
+    while heard != (true, true) {
+        anyhow::ensure!(Instant::now() < deadline, "hints never heard: {heard:?}");
+        a.hint("space-changed", "warmup").await;
+        let wait = Duration::from_millis(100);
+        if let Ok(h) = tokio::time::timeout(wait, on_a.next()).await {
+            heard.0 |= h == Hint::Key("warmup".into());
+        }
+        if let Ok(h) = tokio::time::timeout(wait, on_b.next()).await {
+            heard.1 |= h == Hint::Key("warmup".into());
+        }
+    }
+    // Drain the warm-up copies, then one hint from each side reaches both.
+    while tokio::time::timeout(Duration::from_millis(200), on_a.next())
+        .await
+        .is_ok()
+    {}
+    while tokio::time::timeout(Duration::from_millis(200), on_b.next())
+        .await
+        .is_ok()
+    {}
+    a.hint("space-changed", "s1").await;
+    b.hint("space-changed", "s2").await;
+    for feed in [&mut on_a, &mut on_b] {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.push(tokio::time::timeout(WITHIN, feed.next()).await?);
+        }
+        got.sort_by_key(|h| format!("{h:?}"));
+        assert_eq!(got, [Hint::Key("s1".into()), Hint::Key("s2".into())]);
+    }
+    let mut late = b.hints("space-changed");
+    let old = tokio::time::timeout(Duration::from_millis(500), late.next()).await;
+    assert!(old.is_err(), "a late listener heard an old hint: {old:?}");
+    let js = js(&nats.url()).await?;
+    let mut info = js.get_stream(stream).await?;
+    let messages = info.info().await?.state.messages;
+    assert_eq!(messages, 1, "hints were stored in the event stream");
     Ok(())
 }
 

@@ -13,9 +13,12 @@ use arca_tests::{HttpResponse, InProcess, TempDir, basic, eventually, get, send}
 use serde_json::Value;
 
 const SECRET: &str = "search-secret";
-/// The crawler's pace in these tests (the default is 1 s).
-const INTERVAL: (&str, &str) = ("search.interval", "100ms");
-/// How long a change may take to be found: many crawler ticks.
+/// The crawler's rounds over every space in these tests: never after the first, so that
+/// every change below is found through storage-users' hints alone (the default is 10 s).
+const INTERVAL: (&str, &str) = ("search.interval", "1h");
+/// Rounds for the test that needs them (a reindex is seen at the next round).
+const ROUNDS: (&str, &str) = ("search.interval", "100ms");
+/// How long a change may take to be found (the bound of a wait, not a speed).
 const WITHIN: Duration = Duration::from_secs(20);
 const JSON: (&str, &str) = ("content-type", "application/json");
 const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
@@ -922,7 +925,7 @@ async fn nextcloud_search_finds_the_same_through_basicsearch() -> anyhow::Result
 #[tokio::test]
 async fn reindex_reads_every_file_again() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(&dir, &[("search.max_content_bytes", "10")]).await?;
+    let server = start(&dir, &[ROUNDS, ("search.max_content_bytes", "10")]).await?;
     let a = server.public.clone();
     let admin = admin();
     put(
@@ -939,7 +942,7 @@ async fn reindex_reads_every_file_again() -> anyhow::Result<()> {
     );
     server.stop().await?;
 
-    let server = start(&dir, &[("search.max_content_bytes", "1000")]).await?;
+    let server = start(&dir, &[ROUNDS, ("search.max_content_bytes", "1000")]).await?;
     let a = server.public.clone();
     put(&a, "/remote.php/webdav/later.txt", &admin, "zebras too").await?;
     until_found(&a, &admin, "content:zebras", &["later.txt"]).await?;

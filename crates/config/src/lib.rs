@@ -506,14 +506,17 @@ section! {
 
 section! {
     /// The search service: names and text of files in an index on disk under `data_dir`,
-    /// fed by crawling the spaces (only folders whose etag changed), queried with oCIS's KQL.
+    /// fed by crawling the spaces (only folders whose etag changed: a space at once when
+    /// storage-users hints that it changed, every space each `interval`), queried with oCIS's
+    /// KQL.
     #[derive(Clone, Debug, PartialEq, Eq)]
     pub struct SearchSection {
         /// Where the search service listens.
         endpoint: Endpoint = key("mem://search", Field::endpoint),
-        /// How often the crawler looks for changed spaces (one ListSpaces; a space whose root
-        /// etag is unchanged costs nothing more).
-        interval: Duration = key("1s", Field::positive_duration, env "ARCA_SEARCH_INTERVAL"),
+        /// How often the crawler looks at every space (one ListSpaces; a space whose root etag
+        /// is unchanged costs nothing more). Changes are seen sooner through storage-users'
+        /// hints; this round catches what a lost hint missed.
+        interval: Duration = key("10s", Field::positive_duration, env "ARCA_SEARCH_INTERVAL"),
         /// Text-like files (text, markdown, code) up to this size have their content indexed;
         /// larger ones only their name: 1MiB, 500KB or bytes.
         max_content_bytes: u64 = key("1MiB", load::positive_size),

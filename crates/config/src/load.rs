@@ -1378,7 +1378,7 @@ mod tests {
     #[test]
     fn search_defaults_and_overrides() {
         let config = load(None, [], Overrides::default()).unwrap();
-        assert_eq!(config.search.interval, Duration::from_secs(1));
+        assert_eq!(config.search.interval, Duration::from_secs(10));
         assert_eq!(config.search.max_content_bytes, 1 << 20);
         let config = flags(&[
             ("search.interval", "250ms", "--set"),

@@ -13,6 +13,11 @@ pub mod sharing;
 
 pub use error::{ErrorKind, RETRYABLE, retry_after, retryable, throttled};
 
+/// The bus hint storage-users sends, keyed by the space id, when a space's tree changed (a
+/// file written, a folder made, something moved, removed or restored): the search crawler
+/// looks at that space at once instead of at its next round (see arca_runtime's events).
+pub const HINT_SPACE_CHANGED: &str = "space-changed";
+
 /// `arca.v1`: the probe every service serves and the storage API.
 pub mod v1 {
     tonic::include_proto!("arca.v1");

@@ -1,6 +1,10 @@
-//! The crawler: keeps the index in step with the spaces by their etags, no events needed.
+//! The crawler: keeps the index in step with the spaces by their etags.
 //!
-//! Every `search.interval` it lists every space as the search service's own identity
+//! It looks at a space as soon as storage-users hints that the space changed (the bus's
+//! [`arca_proto::HINT_SPACE_CHANGED`], sent at most every 100 ms per busy space), so a file
+//! written is findable within a fraction of a second. Hints are lossy and need not be
+//! trusted: the etags are the truth, and every `search.interval` (and after a hint feed that
+//! lagged) the crawler looks at every space anyway. A round lists every space as the search service's own identity
 //! (`service:search`, which storage-users lets read every space and change none). A space
 //! whose root etag equals the one last indexed is done. Otherwise its root is listed, and
 //! below it only the folders whose etag changed (etags propagate to the root on every change)
@@ -15,12 +19,16 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use arca_proto::v1::{InitiateDownloadRequest, ListRequest, ListSpacesRequest, Node, Ref};
+use arca_proto::v1::{
+    GetSpaceRequest, InitiateDownloadRequest, ListRequest, ListSpacesRequest, Node, Ref, Space,
+};
+use arca_runtime::events::{Hint, Hints};
 use arca_runtime::worker::{Schedule, State};
 use arca_runtime::{BoxFuture, Identity, Providers, ServiceError, TokenSigner, Worker};
 use arca_transport::Channel;
 use axum::body::Body;
 use http_body_util::BodyExt as _;
+use tokio::time::Instant;
 use tower::ServiceExt as _;
 
 use crate::index::{Doc, Index, IndexError};
@@ -52,15 +60,53 @@ enum Walk {
 }
 
 pub struct Crawler {
-    pub index: Index,
+    index: Index,
+    storage: Channel,
+    providers: Providers,
+    signer: TokenSigner,
+    interval: Duration,
+    max_content: u64,
+    /// The service's shutdown: a long walk (a first index of a big space) stops between two
+    /// folders instead of holding the process's stop; the space is walked again next time.
+    stop: tokio_util::sync::CancellationToken,
+    /// storage-users' hints of changed spaces.
+    hints: Hints,
+    /// Spaces hinted since the last look at them.
+    hinted: HashSet<String>,
+    /// When every space is looked at next (now, at start: catching up after downtime).
+    next_round: Instant,
+    /// The hint feed ended for good (the bus is gone): only the rounds remain.
+    hints_closed: bool,
+}
+
+/// Where a [`Crawler`] reads from and how it paces itself.
+pub struct Sources {
     pub storage: Channel,
     pub providers: Providers,
     pub signer: TokenSigner,
-    pub interval: Duration,
-    pub max_content: u64,
-    /// The service's shutdown: a long walk (a first index of a big space) stops between two
-    /// folders instead of holding the process's stop; the space is walked again next time.
+    /// storage-users' hints of changed spaces (`bus.hints(HINT_SPACE_CHANGED)`).
+    pub hints: Hints,
     pub stop: tokio_util::sync::CancellationToken,
+}
+
+impl Crawler {
+    /// A crawler that looks at every space at once, then at each hinted space when hinted and
+    /// at every space each `search.interval`.
+    pub fn new(index: Index, from: Sources, config: &arca_config::SearchSection) -> Self {
+        Self {
+            index,
+            storage: from.storage,
+            providers: from.providers,
+            signer: from.signer,
+            interval: config.interval,
+            max_content: config.max_content_bytes,
+            stop: from.stop,
+            hints: from.hints,
+            hinted: HashSet::new(),
+            next_round: Instant::now(),
+            hints_closed: false,
+        }
+    }
 }
 
 impl Worker for Crawler {
@@ -69,15 +115,61 @@ impl Worker for Crawler {
     }
 
     // Not leased: each search instance keeps its own index on its own disk, so each crawls
-    // for itself (a lease would leave every instance but one stale).
+    // for itself (a lease would leave every instance but one stale). A failed step is tried
+    // again as a whole round (see `work`).
     fn schedule(&self) -> Schedule {
-        Schedule::every(self.interval).at_once()
+        Schedule::on_work(Duration::from_secs(1), Duration::from_secs(30))
+    }
+
+    fn wait_for_work(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            if !self.hinted.is_empty() {
+                return true;
+            }
+            let round = tokio::time::sleep_until(self.next_round);
+            tokio::pin!(round);
+            loop {
+                let hint = async {
+                    if self.hints_closed {
+                        std::future::pending().await
+                    } else {
+                        self.hints.next().await
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = &mut round => return true,
+                    hint = hint => match hint {
+                        Hint::Key(space) => {
+                            self.hinted.insert(space);
+                            return true;
+                        }
+                        Hint::Missed => {
+                            self.next_round = Instant::now();
+                            return true;
+                        }
+                        Hint::Closed => self.hints_closed = true,
+                    },
+                }
+            }
+        })
     }
 
     fn work(&mut self) -> BoxFuture<'_, Result<State, ServiceError>> {
         Box::pin(async move {
-            self.crawl().await.map_err(|e| {
-                tracing::warn!(error = %e, "search crawl failed; trying again next tick");
+            let result = if Instant::now() >= self.next_round {
+                // A round covers whatever was hinted before it began.
+                self.hinted.clear();
+                self.next_round = Instant::now() + self.interval;
+                self.crawl().await
+            } else {
+                let hinted = std::mem::take(&mut self.hinted);
+                self.crawl_hinted(hinted).await
+            };
+            result.map_err(|e| {
+                // The next step (after the backoff) is a whole round.
+                self.next_round = Instant::now();
+                tracing::warn!(error = %e, "search crawl failed; trying again");
                 Box::new(e) as ServiceError
             })?;
             Ok(State::Idle)
@@ -105,6 +197,57 @@ impl Crawler {
         req
     }
 
+    /// A look at the spaces storage-users hinted (one `GetSpace` each, a walk where the etag
+    /// moved).
+    async fn crawl_hinted(&self, hinted: HashSet<String>) -> Result<(), CrawlError> {
+        for id in hinted {
+            let space = arca_proto::storage_client(self.storage.clone())
+                .get_space(self.as_service(GetSpaceRequest {
+                    space_id: id.clone(),
+                    with_usage: false,
+                }))
+                .await;
+            match space {
+                Ok(space) => {
+                    let known = self.index.space_etag(&id).await?;
+                    if let Walk::Stopped = self.look_at(&space.into_inner(), known).await? {
+                        return Ok(());
+                    }
+                }
+                // Gone (deleted) or disabled meanwhile: the next round settles it.
+                Err(s) if s.code() == tonic::Code::NotFound => {}
+                Err(s) => return Err(s.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// One space against what the index holds of it (`known`: the etag it was indexed at).
+    async fn look_at(&self, space: &Space, known: Option<String>) -> Result<Walk, CrawlError> {
+        if space.disabled {
+            // Nobody reads a disabled space: nothing to walk (and the provider would not
+            // list it). Its documents stay, flagged, for when it is restored.
+            if known.is_some() {
+                self.index.set_disabled(&space.id, true).await?;
+            }
+            return Ok(Walk::Done);
+        }
+        if known.as_ref() == Some(&space.etag) {
+            self.index.set_disabled(&space.id, false).await?;
+            return Ok(Walk::Done);
+        }
+        match self.walk_space(&space.id, &space.root_id).await {
+            Ok(Walk::Done) => self.index.set_space(&space.id, &space.etag, false).await?,
+            Ok(Walk::Stopped) => return Ok(Walk::Stopped),
+            // One space failing (a call refused, its provider away) holds no other back;
+            // it keeps its old etag, so it is walked again on the next round.
+            Err(e) => {
+                tracing::warn!(error = %e, space = %space.id, "search: space not indexed")
+            }
+        }
+        Ok(Walk::Done)
+    }
+
     /// One pass over every space.
     pub async fn crawl(&self) -> Result<(), CrawlError> {
         let spaces = arca_proto::storage_client(self.storage.clone())
@@ -119,26 +262,8 @@ impl Crawler {
         let mut seen = HashSet::new();
         for space in &spaces {
             seen.insert(space.id.as_str());
-            if space.disabled {
-                // Nobody reads a disabled space: nothing to walk (and the provider would not
-                // list it). Its documents stay, flagged, for when it is restored.
-                if known.contains_key(&space.id) {
-                    self.index.set_disabled(&space.id, true).await?;
-                }
-                continue;
-            }
-            if known.get(&space.id) == Some(&space.etag) {
-                self.index.set_disabled(&space.id, false).await?;
-                continue;
-            }
-            match self.walk_space(&space.id, &space.root_id).await {
-                Ok(Walk::Done) => self.index.set_space(&space.id, &space.etag, false).await?,
-                Ok(Walk::Stopped) => return Ok(()),
-                // One space failing (a call refused, its provider away) holds no other back;
-                // it keeps its old etag, so it is walked again on the next tick.
-                Err(e) => {
-                    tracing::warn!(error = %e, space = %space.id, "search: space not indexed")
-                }
+            if let Walk::Stopped = self.look_at(space, known.get(&space.id).cloned()).await? {
+                return Ok(());
             }
         }
         for gone in known.keys().filter(|k| !seen.contains(k.as_str())) {

@@ -182,6 +182,15 @@ impl Index {
             .collect())
     }
 
+    /// The etag `id` was last indexed at, if it was.
+    pub async fn space_etag(&self, id: &str) -> Result<Option<String>, IndexError> {
+        let row = sqlx::query("SELECT etag FROM spaces WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get::<String, _>(0)))
+    }
+
     /// Records a space as indexed at `etag` (after its walk finished).
     pub async fn set_space(&self, id: &str, etag: &str, disabled: bool) -> Result<(), IndexError> {
         sqlx::query(

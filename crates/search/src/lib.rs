@@ -48,15 +48,14 @@ impl Service for Search {
         Box::pin(async move {
             let config = ctx.config().search.clone();
             let index = Index::open(&ctx.data_dir("search").await?).await?;
-            ctx.spawn_worker(crawl::Crawler {
-                index: index.clone(),
+            let sources = crawl::Sources {
                 storage: ctx.channel("storage-users"),
                 providers: ctx.providers(),
                 signer: ctx.signer().clone(),
-                interval: config.interval,
-                max_content: config.max_content_bytes,
+                hints: ctx.bus().hints(arca_proto::HINT_SPACE_CHANGED),
                 stop: ctx.shutdown(),
-            });
+            };
+            ctx.spawn_worker(crawl::Crawler::new(index.clone(), sources, &config));
             let api = SearchApi {
                 index,
                 storage: ctx.channel("storage-users"),

@@ -87,6 +87,7 @@ pub(crate) async fn upload(
         .await
     {
         Ok(node) => {
+            p.changed(&node.space_id);
             let message = p.node_message(&node, grant.path, &grant.owner);
             let mut resp = StatusCode::OK.into_response();
             if let Some(v) = node_header(&message) {

@@ -13,6 +13,7 @@ mod convert;
 mod data;
 mod folders;
 mod grants;
+mod hints;
 mod homes;
 mod members;
 mod provider;
@@ -202,6 +203,11 @@ impl Service for StorageUsers {
             let (events, publisher) =
                 arca_runtime::events::Outbox::new(ctx.bus().clone(), OUTBOX_CAPACITY);
             ctx.spawn_worker(publisher);
+            let changes = hints::Changes::default();
+            ctx.spawn_worker(hints::HintWorker {
+                changes: changes.clone(),
+                bus: ctx.bus().clone(),
+            });
             let provider = provider::Provider {
                 name: PROVIDER,
                 store: store.clone(),
@@ -212,6 +218,7 @@ impl Service for StorageUsers {
                 },
                 homes: homes::Homes::new(store.clone(), provisioning.into()),
                 events: events.clone(),
+                changes,
                 bursts: arca_store_files::BurstRules {
                     files: u64::from(trash.burst.items),
                     window: trash.burst.window,

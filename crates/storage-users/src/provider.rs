@@ -81,6 +81,8 @@ pub(crate) struct Provider {
     /// Where `file.trashed`, `file.restored`, `file.purged`, `version.restored` and
     /// `trash.burst` go.
     pub(crate) events: arca_runtime::events::Outbox,
+    /// The spaces whose trees changed, for the search crawler's hints (every write marks).
+    pub(crate) changes: crate::hints::Changes,
     /// When removals make a burst (`storage-users.trash.burst`).
     pub(crate) bursts: arca_store_files::BurstRules,
     /// The deepest and longest path taken (`storage-users.max_depth`, `max_path_bytes`).
@@ -464,6 +466,12 @@ impl Provider {
         ))
     }
 
+    /// `space` (the store's id) changed: hinted to the search crawler (see `crate::hints`).
+    pub(crate) fn changed(&self, space: &str) {
+        self.changes
+            .mark(&arca_proto::ids::space_id(self.name, space));
+    }
+
     pub(crate) fn node_message(&self, node: &StoreNode, path: String, owner: &str) -> Node {
         convert::node(self.name, node.clone(), path, owner, Vec::new())
     }
@@ -767,6 +775,7 @@ impl Storage for Provider {
             .mkdir(&parent.id, &name)
             .await
             .map_err(|e| e.status())?;
+        self.changed(&space.id);
         Ok(Response::new(self.node_message(&node, path, &space.owner)))
     }
 
@@ -797,6 +806,7 @@ impl Storage for Provider {
             .trash_by(&node.id, remover)
             .await
             .map_err(|e| e.status())?;
+        self.changed(&space.id);
         self.trashed(who, &space, &item, &path, remover).await;
         self.store
             .remove_locks_within(&space.id, &path)
@@ -828,6 +838,7 @@ impl Storage for Provider {
             .move_node(&node.id, &parent.id, &name, r.overwrite)
             .await
             .map_err(|e| e.status())?;
+        self.changed(&space.id);
         // Locks stay with URLs, not resources (RFC 4918 §7.7): the source's go away.
         self.store
             .remove_locks_within(&space.id, &src_path)
@@ -854,6 +865,7 @@ impl Storage for Provider {
             .copy_node(&node.id, &parent.id, &name, r.overwrite, r.recursive)
             .await
             .map_err(|e| e.status())?;
+        self.changed(&dspace.id);
         Ok(Response::new(CopyResponse {
             node: Some(self.node_message(&copied, path, &dspace.owner)),
             replaced,

@@ -268,6 +268,7 @@ impl Provider {
                 path,
                 replaced,
             } => {
+                self.changed(&space.id);
                 let event = Event::new("file.restored", &who.id)
                     .with("space_id", arca_proto::ids::space_id(self.name, &space.id))
                     .with("trash_key", r.key.clone())
@@ -402,6 +403,7 @@ impl Provider {
             ms = started.elapsed().as_millis() as u64,
             "bulk restore"
         );
+        self.changed(&space.id);
         let event = Event::new("file.restored", &who.id)
             .with("space_id", arca_proto::ids::space_id(self.name, &space.id))
             .with("items", t.restored.to_string())
@@ -485,6 +487,7 @@ impl Provider {
             .restore_version(&node.id, &version.key)
             .await
             .map_err(status)?;
+        self.changed(&space.id);
         let event = Event::new("version.restored", &who.id)
             .with("space_id", arca_proto::ids::space_id(self.name, &space.id))
             .with(

@@ -16,6 +16,15 @@
 //! event (bounded by `events.nats.publish_timeout`, retries included): an event that was not
 //! stored is an error to the publisher, never lost silently. Request paths publish through an
 //! [`Outbox`] instead, which queues and retries so that a bus outage never slows a request.
+//!
+//! Beside events, the bus carries *hints* ([`EventBus::hint`], [`EventBus::hints`]): "this
+//! changed, look again", to every listener of a topic at that moment, stored nowhere, lost
+//! when nobody listens or a listener lags. They are for work that has a source of truth to
+//! fall back on and only wants to look sooner: the search crawler follows the spaces' etags
+//! on its own schedule, and a hint that a space changed makes it look now. A lost hint costs
+//! a delay, never a wrong answer; that is why they need no stream, no consumer and no ack (a
+//! durable consumer per search instance would be one more thing to clean up on every
+//! scale-down).
 
 pub mod nats;
 mod outbox;
@@ -109,6 +118,47 @@ pub trait EventBus: Send + Sync + 'static {
     /// group exists from this call on (on NATS: from the first [`Subscription::next`], then
     /// durably, with every event the stream holds).
     fn subscribe(&self, group: &str) -> Subscription;
+    /// Sends a hint on `topic` (one subject token) carrying `key` to whoever listens now.
+    /// Never fails: a hint that cannot go is dropped (and logged at debug).
+    fn hint<'a>(&'a self, topic: &'a str, key: &'a str) -> BoxFuture<'a, ()>;
+    /// The hints sent on `topic` from now on, for as long as the feed lives. Every feed gets
+    /// every hint (no groups).
+    fn hints(&self, topic: &str) -> Hints;
+}
+
+/// What [`Hints::next`] yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// A hint's key.
+    Key(String),
+    /// Hints may have been lost (the feed lagged, or was reopened): look at everything.
+    Missed,
+    /// The bus is gone: no hint will ever come.
+    Closed,
+}
+
+/// A feed of hints from [`EventBus::hints`].
+pub struct Hints {
+    source: HintSource,
+}
+
+enum HintSource {
+    Memory(broadcast::Receiver<String>),
+    Nats(Box<nats::HintFeed>),
+}
+
+impl Hints {
+    /// The next hint. Cancel-safe.
+    pub async fn next(&mut self) -> Hint {
+        match &mut self.source {
+            HintSource::Memory(rx) => match rx.recv().await {
+                Ok(key) => Hint::Key(key),
+                Err(broadcast::error::RecvError::Lagged(_)) => Hint::Missed,
+                Err(broadcast::error::RecvError::Closed) => Hint::Closed,
+            },
+            HintSource::Nats(feed) => feed.next().await,
+        }
+    }
 }
 
 /// A feed of events from [`EventBus::subscribe`].
@@ -206,7 +256,13 @@ const MEMORY_MAX_DELIVER: u64 = 10;
 pub struct MemoryBus {
     tx: broadcast::Sender<Event>,
     groups: Mutex<HashMap<String, Arc<MemGroup>>>,
+    /// One broadcast channel per hint topic, made by its first listener.
+    hints: Mutex<HashMap<String, broadcast::Sender<String>>>,
 }
+
+/// Hints a slow listener of the memory bus may fall behind by before it is told it missed
+/// some ([`Hint::Missed`]).
+const MEMORY_HINTS: usize = 1024;
 
 /// One consumer group of the memory bus: one broadcast receiver that its subscribers take
 /// turns on, so each event reaches one of them, and the deliveries to hand out again.
@@ -274,6 +330,7 @@ impl MemoryBus {
         Arc::new(Self {
             tx,
             groups: Mutex::new(HashMap::new()),
+            hints: Mutex::new(HashMap::new()),
         })
     }
 }
@@ -300,6 +357,26 @@ impl EventBus for MemoryBus {
             .clone();
         Subscription {
             source: Source::Memory(group),
+        }
+    }
+
+    fn hint<'a>(&'a self, topic: &'a str, key: &'a str) -> BoxFuture<'a, ()> {
+        let hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = hints.get(topic) {
+            // No listener left is not an error: nobody needed the hint.
+            let _ = tx.send(key.to_owned());
+        }
+        Box::pin(async {})
+    }
+
+    fn hints(&self, topic: &str) -> Hints {
+        let mut hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
+        let rx = hints
+            .entry(topic.to_owned())
+            .or_insert_with(|| broadcast::channel(MEMORY_HINTS).0)
+            .subscribe();
+        Hints {
+            source: HintSource::Memory(rx),
         }
     }
 }
@@ -378,6 +455,26 @@ mod tests {
         assert_eq!(d.attempt(), 1);
         d.ack().await.unwrap();
         assert_ne!(Event::new("k", "a").id, Event::new("k", "a").id);
+    }
+
+    #[tokio::test]
+    async fn every_hint_listener_hears_every_hint_and_a_lagging_one_is_told() {
+        let bus = MemoryBus::new(4);
+        // Nobody listens: dropped, not kept for a later listener.
+        bus.hint("space-changed", "early").await;
+        let mut a = bus.hints("space-changed");
+        let mut b = bus.hints("space-changed");
+        let mut other = bus.hints("elsewhere");
+        bus.hint("space-changed", "s1").await;
+        assert_eq!(a.next().await, Hint::Key("s1".into()));
+        assert_eq!(b.next().await, Hint::Key("s1".into()));
+        let nothing = tokio::time::timeout(Duration::from_millis(50), other.next()).await;
+        assert!(nothing.is_err(), "a hint reached another topic");
+        for i in 0..=MEMORY_HINTS {
+            bus.hint("space-changed", &format!("k{i}")).await;
+        }
+        assert_eq!(a.next().await, Hint::Missed);
+        assert_eq!(a.next().await, Hint::Key("k1".into()));
     }
 
     #[tokio::test]

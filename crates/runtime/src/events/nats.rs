@@ -20,6 +20,9 @@
 //! again (up to `max_deliver` times). A subscriber that loses its pull stream (server restart,
 //! consumer deleted) opens it again with backoff; nothing is lost, the consumer's cursor is on
 //! the server.
+//!
+//! Hints are plain core-NATS messages on `STREAM-hints.TOPIC`, outside the stream's subjects
+//! so that JetStream never stores them; a listener is a plain subscription.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +37,10 @@ use tokio::time::Instant;
 
 use arca_transport::NatsConnection;
 
-use super::{Delivery, Event, EventBus, EventError, Received, Settle, Source, Subscription};
+use super::{
+    Delivery, Event, EventBus, EventError, Hint, HintSource, Hints, Received, Settle, Source,
+    Subscription,
+};
 
 /// Bound on every control request (create a stream or consumer, confirm an ack): nothing here
 /// hangs on an unreachable server.
@@ -70,6 +76,8 @@ pub struct NatsBus {
 }
 
 struct Inner {
+    /// For hints, which bypass JetStream.
+    client: async_nats::Client,
     js: jetstream::Context,
     settings: NatsBusSettings,
     /// Whether the stream is known to exist; forgotten when the server says it does not
@@ -95,9 +103,10 @@ impl NatsBus {
         let attempt = (settings.publish_timeout / 3).max(Duration::from_millis(100));
         let js = jetstream::ContextBuilder::new()
             .timeout(attempt)
-            .build(client);
+            .build(client.clone());
         Arc::new(Self {
             inner: Arc::new(Inner {
+                client,
                 js,
                 settings,
                 stream_ready: tokio::sync::Mutex::new(false),
@@ -109,6 +118,10 @@ impl NatsBus {
 impl Inner {
     fn subject(&self, kind: &str) -> String {
         format!("{}.{kind}", self.settings.stream)
+    }
+
+    fn hint_subject(&self, topic: &str) -> String {
+        format!("{}-hints.{topic}", self.settings.stream)
     }
 
     /// Creates the stream unless it is known to exist.
@@ -225,6 +238,30 @@ impl EventBus for NatsBus {
         Box::pin(self.inner.publish(event))
     }
 
+    fn hint<'a>(&'a self, topic: &'a str, key: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let subject = self.inner.hint_subject(topic);
+            let payload = key.as_bytes().to_vec().into();
+            // The client queues while disconnected; bounded anyway, a hint is worth no wait.
+            let sent =
+                tokio::time::timeout(OP_TIMEOUT, self.inner.client.publish(subject, payload)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                tracing::debug!(topic, key, "hint not sent");
+            }
+        })
+    }
+
+    fn hints(&self, topic: &str) -> Hints {
+        Hints {
+            source: HintSource::Nats(Box::new(HintFeed {
+                inner: self.inner.clone(),
+                subject: self.inner.hint_subject(topic),
+                subscriber: None,
+                failures: 0,
+            })),
+        }
+    }
+
     fn subscribe(&self, group: &str) -> Subscription {
         Subscription {
             source: Source::Nats(Box::new(Feed {
@@ -233,6 +270,50 @@ impl EventBus for NatsBus {
                 messages: None,
                 failures: 0,
             })),
+        }
+    }
+}
+
+/// A hint listener's subscription, opened on first use and again after it ends (the client
+/// renews subscriptions over reconnects by itself; what was sent meanwhile is lost, which the
+/// listener learns as [`Hint::Missed`] only when the subscription itself ended).
+pub(super) struct HintFeed {
+    inner: Arc<Inner>,
+    subject: String,
+    subscriber: Option<async_nats::Subscriber>,
+    failures: u32,
+}
+
+impl HintFeed {
+    pub(super) async fn next(&mut self) -> Hint {
+        loop {
+            let Some(subscriber) = self.subscriber.as_mut() else {
+                let opened = tokio::time::timeout(
+                    OP_TIMEOUT,
+                    self.inner.client.subscribe(self.subject.clone()),
+                )
+                .await;
+                match opened {
+                    Ok(Ok(s)) => {
+                        self.subscriber = Some(s);
+                        self.failures = 0;
+                    }
+                    _ => {
+                        self.failures += 1;
+                        let wait = REOPEN_MIN.saturating_mul(1 << self.failures.min(5));
+                        tokio::time::sleep(wait.min(REOPEN_MAX)).await;
+                    }
+                }
+                continue;
+            };
+            match subscriber.next().await {
+                Some(msg) => return Hint::Key(String::from_utf8_lossy(&msg.payload).into_owned()),
+                None => {
+                    // Ended (the client closed it): open another; what came meanwhile is gone.
+                    self.subscriber = None;
+                    return Hint::Missed;
+                }
+            }
         }
     }
 }
