@@ -1,6 +1,7 @@
 //! Graph drives in one in-process deployment: each drive's `root.webDavUrl` works over
-//! WebDAV, project drives are created, changed and deleted by admins only, their quota holds,
-//! and other users neither see nor reach them.
+//! WebDAV, project drives are created, changed and deleted by admins and space admins only
+//! (roles given as oCIS gives them, Graph appRoleAssignments), their quota holds, and other
+//! users neither see nor reach them.
 
 use anyhow::Context as _;
 use arca_tests::{HttpResponse, InProcess, TempDir, send};
@@ -993,5 +994,341 @@ async fn members_and_roles(a: &str) -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(r.status, 404, "{}", r.text());
+    Ok(())
+}
+
+/// oCIS's role ids (arca_proto::roles).
+const ROLE_ADMIN: &str = "71881883-1768-46bd-a24d-a356a2afdf7f";
+const ROLE_SPACE_ADMIN: &str = "2aadd357-682c-406b-8874-293091995fdd";
+const ROLE_USER: &str = "d7beeea8-8ff4-406b-8fb6-ab2dd81e6b11";
+
+/// Roles as oCIS assigns them (Graph `appRoleAssignments`): a user may not create project
+/// drives until an admin makes them a Space Admin; then they create drives, see and manage
+/// every project drive (not its files), until the role is taken back. Only admins change
+/// roles, never their own; bad assignments are 400s naming the field.
+#[tokio::test]
+async fn space_admins_create_and_manage_project_drives() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir).await?;
+    app_roles(server.public.as_str()).await
+}
+
+/// The same with storage-system's records (the users and their roles) on PostgreSQL.
+#[tokio::test]
+async fn space_admins_on_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = arca_tests::Postgres::start(&dir).await?;
+    let server = start_with(&dir, &[("storage-system.database", pg.url.as_str())]).await?;
+    app_roles(server.public.as_str()).await?;
+    drop(server);
+    drop(pg);
+    Ok(())
+}
+
+async fn app_roles(a: &str) -> anyhow::Result<()> {
+    let within = std::time::Duration::from_secs(10);
+    let sam_id = user(a, "sam").await?;
+    let sam = basic_of("sam");
+    let sam_auth = ("authorization", sam.as_str());
+    let new_drive = |name: &str| format!(r#"{{"name":"{name}","driveType":"project"}}"#);
+
+    // The roles, for anyone to read.
+    let apps = expect(
+        &send(a, "GET", "/graph/v1.0/applications", &[sam_auth], "").await?,
+        200,
+        "applications",
+    )?;
+    let app = &apps["value"][0];
+    let app_id = app["id"].as_str().context("application id")?.to_owned();
+    let mut ids: Vec<&str> = app["appRoles"]
+        .as_array()
+        .context("appRoles")?
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    let mut want = vec![ROLE_ADMIN, ROLE_SPACE_ADMIN, ROLE_USER];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    let one = send(
+        a,
+        "GET",
+        &format!("/graph/v1.0/applications/{app_id}"),
+        &[sam_auth],
+        "",
+    )
+    .await?;
+    expect(&one, 200, "the application")?;
+    let none = send(a, "GET", "/graph/v1.0/applications/nope", &[sam_auth], "").await?;
+    expect(&none, 404, "an unknown application")?;
+
+    // A user: no drive of their own making, their role User.
+    let r = send(
+        a,
+        "POST",
+        "/graph/v1.0/drives",
+        &[sam_auth, JSON],
+        new_drive("Sam's"),
+    )
+    .await?;
+    expect(&r, 403, "a user creates a drive")?;
+    let me = expect(
+        &send(
+            a,
+            "GET",
+            "/graph/v1.0/me?$expand=appRoleAssignments",
+            &[sam_auth],
+            "",
+        )
+        .await?,
+        200,
+        "me with roles",
+    )?;
+    assert_eq!(me["appRoleAssignments"][0]["appRoleId"], ROLE_USER);
+    assert_eq!(me["appRoleAssignments"][0]["principalId"], sam_id.as_str());
+    assert_eq!(me["appRoleAssignments"][0]["resourceId"], app_id.as_str());
+
+    // An admin's drive, which sam will manage as a space admin without being a member.
+    let admins = expect(
+        &send(
+            a,
+            "POST",
+            "/graph/v1.0/drives",
+            &[ADMIN, JSON],
+            new_drive("Finance"),
+        )
+        .await?,
+        201,
+        "the admin's drive",
+    )?;
+    let finance = admins["id"].as_str().context("drive id")?.to_owned();
+    let finance_dav = dav_path(&admins, a)?;
+
+    let assign = |principal: &str, role: &str, resource: &str| {
+        serde_json::json!({"principalId": principal, "appRoleId": role, "resourceId": resource})
+            .to_string()
+    };
+    let path = format!("/graph/v1.0/users/{sam_id}/appRoleAssignments");
+    // Only admins give roles; a bad assignment says what is wrong.
+    let r = send(
+        a,
+        "POST",
+        &path,
+        &[sam_auth, JSON],
+        assign(&sam_id, ROLE_SPACE_ADMIN, &app_id),
+    )
+    .await?;
+    expect(&r, 403, "sam makes himself a space admin")?;
+    for (body, what) in [
+        (assign(&sam_id, "no-such-role", &app_id), "appRoleId"),
+        (
+            assign(&sam_id, ROLE_SPACE_ADMIN, "no-such-app"),
+            "resourceId",
+        ),
+        (
+            assign("someone-else", ROLE_SPACE_ADMIN, &app_id),
+            "principalId",
+        ),
+    ] {
+        let r = send(a, "POST", &path, &[ADMIN, JSON], body).await?;
+        expect(&r, 400, what)?;
+        assert!(r.text().contains(what), "{what}: {}", r.text());
+    }
+    let r = send(a, "POST", &path, &[ADMIN, JSON], "{").await?;
+    expect(&r, 400, "a body that is no JSON")?;
+    let given = expect(
+        &send(
+            a,
+            "POST",
+            &path,
+            &[ADMIN, JSON],
+            assign(&sam_id, ROLE_SPACE_ADMIN, &app_id),
+        )
+        .await?,
+        201,
+        "sam made a space admin",
+    )?;
+    assert_eq!(given["appRoleId"], ROLE_SPACE_ADMIN);
+    let listed = expect(
+        &send(a, "GET", &path, &[ADMIN], "").await?,
+        200,
+        "sam's roles",
+    )?;
+    assert_eq!(listed["value"][0]["appRoleId"], ROLE_SPACE_ADMIN);
+    let users = expect(
+        &send(
+            a,
+            "GET",
+            "/graph/v1.0/users?$expand=appRoleAssignments",
+            &[ADMIN],
+            "",
+        )
+        .await?,
+        200,
+        "users with roles",
+    )?;
+    let role_of = |name: &str| {
+        users["value"]
+            .as_array()
+            .and_then(|v| v.iter().find(|u| u["onPremisesSamAccountName"] == name))
+            .map(|u| u["appRoleAssignments"][0]["appRoleId"].clone())
+    };
+    assert_eq!(role_of("admin"), Some(Value::from(ROLE_ADMIN)));
+    assert_eq!(role_of("sam"), Some(Value::from(ROLE_SPACE_ADMIN)));
+    assert_eq!(role_of("bob"), Some(Value::from(ROLE_USER)));
+
+    // The role holds from sam's next requests (the proxies drop what they cached of him).
+    let mut created = None;
+    let deadline = std::time::Instant::now() + within;
+    while created.is_none() {
+        let r = send(
+            a,
+            "POST",
+            "/graph/v1.0/drives",
+            &[sam_auth, JSON],
+            new_drive("Sam's"),
+        )
+        .await?;
+        match r.status {
+            201 => created = Some(r.json()?),
+            403 if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            _ => anyhow::bail!(
+                "sam creates a drive as a space admin: {} {}",
+                r.status,
+                r.text()
+            ),
+        }
+    }
+    let sams = created.context("sam's drive")?;
+    let sams_dav = dav_path(&sams, a)?;
+    let r = propfind(a, &sams_dav, sam_auth).await?;
+    assert_eq!(r.status, 207, "sam lists his own drive: {}", r.text());
+    // Every project drive listed, the admin's included, and managed: quota, disable.
+    let all = expect(
+        &send(
+            a,
+            "GET",
+            "/graph/v1.0/drives?$filter=driveType%20eq%20%27project%27",
+            &[sam_auth],
+            "",
+        )
+        .await?,
+        200,
+        "every project drive",
+    )?;
+    let names: Vec<String> = drives(&all)
+        .iter()
+        .filter_map(|d| d["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        names.contains(&"Finance".to_owned()) && names.contains(&"Sam's".to_owned()),
+        "{names:?}"
+    );
+    let drive = format!("/graph/v1.0/drives/{finance}");
+    let r = send(
+        a,
+        "PATCH",
+        &drive,
+        &[sam_auth, JSON],
+        r#"{"quota":{"total":1000000}}"#,
+    )
+    .await?;
+    let patched = expect(&r, 200, "sam sets the admin's drive's quota")?;
+    assert_eq!(patched["quota"]["total"], 1_000_000);
+    // Managing a drive is not reading its files.
+    let r = propfind(a, &finance_dav, sam_auth).await?;
+    assert!(
+        matches!(r.status, 403 | 404),
+        "sam reads Finance's files: {}",
+        r.status
+    );
+    // Personal drives stay the admins': bob's quota is not sam's to set.
+    let bobs = expect(
+        &send(a, "GET", "/graph/v1.0/me/drives", &[BOB], "").await?,
+        200,
+        "bob's drives",
+    )?;
+    let bobs_id = drives(&bobs)
+        .iter()
+        .find(|d| d["driveType"] == "personal")
+        .and_then(|d| d["id"].as_str().map(str::to_owned))
+        .context("bob's personal drive")?;
+    let r = send(
+        a,
+        "PATCH",
+        &format!("/graph/v1.0/drives/{bobs_id}"),
+        &[sam_auth, JSON],
+        r#"{"quota":{"total":5}}"#,
+    )
+    .await?;
+    assert!(
+        matches!(r.status, 403 | 404),
+        "sam sets bob's quota: {}",
+        r.status
+    );
+    let r = send(a, "DELETE", &drive, &[sam_auth], "").await?;
+    expect(&r, 204, "sam disables the admin's drive")?;
+
+    // An admin does not change their own role.
+    let admin_id = expect(
+        &send(a, "GET", "/graph/v1.0/me", &[ADMIN], "").await?,
+        200,
+        "admin",
+    )?["id"]
+        .as_str()
+        .context("admin id")?
+        .to_owned();
+    let r = send(
+        a,
+        "POST",
+        &format!("/graph/v1.0/users/{admin_id}/appRoleAssignments"),
+        &[ADMIN, JSON],
+        assign(&admin_id, ROLE_USER, &app_id),
+    )
+    .await?;
+    expect(&r, 403, "the admin demotes himself")?;
+
+    // Taken back: a user again, from the next requests on.
+    let r = send(a, "DELETE", &format!("{path}/{ROLE_USER}"), &[ADMIN], "").await?;
+    expect(&r, 404, "removing a role sam does not have")?;
+    let r = send(
+        a,
+        "DELETE",
+        &format!("{path}/{ROLE_SPACE_ADMIN}"),
+        &[ADMIN],
+        "",
+    )
+    .await?;
+    expect(&r, 204, "sam's role taken back")?;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let r = send(
+            a,
+            "POST",
+            "/graph/v1.0/drives",
+            &[sam_auth, JSON],
+            new_drive("Again"),
+        )
+        .await?;
+        match r.status {
+            403 => break,
+            201 if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            _ => anyhow::bail!(
+                "sam creates a drive as a user again: {} {}",
+                r.status,
+                r.text()
+            ),
+        }
+    }
+    let listed = expect(
+        &send(a, "GET", &path, &[sam_auth], "").await?,
+        200,
+        "sam's roles",
+    )?;
+    assert_eq!(listed["value"][0]["appRoleId"], ROLE_USER);
     Ok(())
 }

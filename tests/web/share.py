@@ -6,12 +6,12 @@ Run by tests/web.rs against a running `arca` (with sharing.auto_accept off):
 
 The script makes USER's folder Project with a file over WebDAV. Then USER, an admin, logged
 in: makes the users alice and temp and the group team (alice in it) in the Users view, resets
-alice's password and deletes temp; opens a project space made over Graph from the Spaces view
+alice's password, makes her a Space Admin and deletes temp; opens a project space made over Graph from the Spaces view
 and makes a folder and uploads a file in it; opens Project's share panel, finds alice by typing, shares with her, makes her an editor,
 sets an expiry, adds the group and removes it again, creates an upload-only link with a
 password (its URL lands on the clipboard), and removes the link from "Shared by me". Then
 alice, logged in: finds Project pending in "Shared with me", accepts it, opens it, reads the
-file, and declines it. After each step the share records are read back over OCS with Basic.
+file, declines it, and may make spaces (the New space button). After each step the share records are read back over OCS with Basic.
 Exits non-zero on the first failure, naming it; no page may open a dialog, throw an uncaught
 error or receive a Basic challenge.
 """
@@ -30,6 +30,8 @@ from kit import basic_seen, check, dav, guard, http, log_in, names, page_errors,
 
 BASE, USER, PASSWORD = sys.argv[1:4]
 ALICE_PASSWORD = "alice-in-the-browser"
+# oCIS's Space Admin role id.
+SPACE_ADMIN = "2aadd357-682c-406b-8874-293091995fdd"
 kit.connect(BASE, USER, PASSWORD)
 OCS = "/ocs/v2.php/apps/files_sharing/api/v1/shares"
 
@@ -97,6 +99,12 @@ with sync_playwright() as pw:
     page.press("#admin-new-password", "Enter")
     expect(page.locator("#status")).to_have_text("Set a new password for alice.")
     check(logs_in("alice", ALICE_PASSWORD) and not logs_in("alice", "first-pw"), "the reset did not take")
+    step("the Users view: alice made a Space Admin (oCIS's role, Graph appRoleAssignments)")
+    page.locator("#user-list select[aria-label='Role of alice']").select_option(label="Space Admin")
+    expect(page.locator("#status")).to_have_text("alice is now Space Admin.")
+    status, _, raw = http("GET", "/graph/v1.0/users?$expand=appRoleAssignments", {"Authorization": kit.BASIC})
+    roles = {u["onPremisesSamAccountName"]: u["appRoleAssignments"][0]["appRoleId"] for u in json.loads(raw)["value"]}
+    check(roles.get("alice") == SPACE_ADMIN, f"alice's role: {roles}")
     page.click("#user-list tr[data-name='temp'] button[aria-label='Delete temp']")
     page.locator("#dialog").get_by_role("button", name="Delete temp").click()
     expect(page.locator("#user-list tr[data-name='temp']")).to_have_count(0)
@@ -305,6 +313,10 @@ with sync_playwright() as pw:
     shared.locator("button", has_text="Decline").click()
     expect(shared).to_contain_text("Declined")
     check(ocs(alice_auth, "shared_with_me=true&state=all")[0]["state"] == 2, "not declined on the server")
+
+    step("alice, a Space Admin, may make spaces")
+    page.click("#view-spaces")
+    expect(page.locator("#space-new")).to_be_visible()
 
     browser.close()
 

@@ -392,6 +392,7 @@ mod tests {
             display_name: String::new(),
             groups: Vec::new(),
             admin: false,
+            space_admin: false,
             login: None,
         }
     }

@@ -355,6 +355,7 @@ fn confine_destination(req: &mut Request, token: &str, opened: &Opened) -> Resul
         display_name: opened.share.name.clone(),
         groups: Vec::new(),
         admin: false,
+        space_admin: false,
         login: None,
     });
     Ok(())

@@ -1,13 +1,15 @@
 //! arca-proto: the gRPC protocol between arca's services, generated from `proto/` at build
 //! time, the one mapping of error kinds to gRPC and HTTP statuses ([`ErrorKind`]), and the
-//! words several services share: resource ids ([`ids`]), principals, the public HTTP paths
-//! ([`routes`]), permission bits, share types and states and roles ([`sharing`]).
+//! words several services share: resource ids ([`ids`]), principals, users' roles in the
+//! deployment ([`roles`]), the public HTTP paths ([`routes`]), permission bits, share types
+//! and states and roles ([`sharing`]).
 
 pub mod civil;
 mod error;
 pub mod headers;
 pub mod ids;
 pub mod principals;
+pub mod roles;
 pub mod routes;
 pub mod sharing;
 

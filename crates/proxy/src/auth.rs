@@ -394,6 +394,7 @@ impl Authenticator {
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
+            space_admin: user.space_admin,
             login: Some(match secret {
                 Secret::Session => Login::Session,
                 Secret::Basic if user.app_token => Login::AppToken,

@@ -387,6 +387,7 @@ impl Oidc {
             display_name: user.display_name,
             groups: user.groups,
             admin: user.admin,
+            space_admin: user.space_admin,
             login: Some(Login::Oidc),
         })
     }
@@ -662,6 +663,7 @@ impl Inner {
             display_name: "arca proxy (OIDC provisioning)".into(),
             groups: Vec::new(),
             admin: true,
+            space_admin: false,
             login: None,
         };
         let token = self.signer.sign_identity(&service, Duration::from_secs(60));

@@ -224,6 +224,7 @@ impl Sessions {
             display_name: user.display_name.clone(),
             groups: user.groups.clone(),
             admin: user.admin,
+            space_admin: user.space_admin,
             login: Some(Login::Password),
         };
         match self.open(&identity).await {
@@ -269,6 +270,8 @@ impl Sessions {
             "user": identity.username,
             "displayName": identity.display_name,
             "admin": identity.admin,
+        "spaceAdmin": identity.space_admin,
+            "spaceAdmin": identity.space_admin,
             "csrf": self.csrf(&cookie.secret),
             "expires": expires,
         });
@@ -302,6 +305,8 @@ impl Sessions {
             "user": identity.username,
             "displayName": identity.display_name,
             "admin": identity.admin,
+        "spaceAdmin": identity.space_admin,
+            "spaceAdmin": identity.space_admin,
             "csrf": self.csrf(&cookie.secret),
         }))
         .into_response()

@@ -28,10 +28,21 @@ pub struct Identity {
     pub groups: Vec<String>,
     #[serde(default)]
     pub admin: bool,
+    /// Creates project spaces and manages every one (the Space Admin role; see
+    /// arca_proto::roles). Left out of the token when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub space_admin: bool,
     /// How the caller proved who they are, when a person logged in (the proxy sets it;
     /// services acting for themselves and public-link visitors have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub login: Option<Login>,
+}
+
+impl Identity {
+    /// Creates project spaces and manages every one: admins and space admins.
+    pub fn manages_spaces(&self) -> bool {
+        self.admin || self.space_admin
+    }
 }
 
 /// How a caller logged in, as the identity token tells downstream services.
@@ -200,6 +211,7 @@ mod tests {
             display_name: "Alice".into(),
             groups: vec!["g".into()],
             admin: false,
+            space_admin: false,
             login: None,
         }
     }

@@ -186,6 +186,7 @@ impl Crawler {
             display_name: String::new(),
             groups: Vec::new(),
             admin: false,
+            space_admin: false,
             login: None,
         };
         let mut req = tonic::Request::new(message);

@@ -104,6 +104,7 @@ impl SharingApi {
             display_name: String::new(),
             groups: Vec::new(),
             admin: false,
+            space_admin: false,
             login: None,
         };
         let mut req = Request::new(message);
@@ -366,6 +367,7 @@ impl SharingApi {
             display_name: name.to_owned(),
             groups: Vec::new(),
             admin: false,
+            space_admin: false,
             login: None,
         };
         self.signer.sign_identity(&identity, LINK_IDENTITY_TTL)

@@ -57,6 +57,7 @@ fn message(u: &StoredUser) -> User {
         display_name: u.display_name.clone(),
         mail: u.mail.clone(),
         admin: u.admin,
+        space_admin: u.space_admin,
         groups: Vec::new(),
         credential_version: u.credential_version,
         credential_expires: 0,
@@ -289,11 +290,30 @@ impl Users for UsersApi {
             self.check_current_password(&r.id, r.current_password)
                 .await?;
         }
+        let role = Role::try_from(r.role).unwrap_or(Role::Unchanged);
+        if role != Role::Unchanged {
+            require_admin(&who, "change roles")?;
+            if who.id == r.id {
+                return Err(ErrorKind::PermissionDenied
+                    .status("admins do not change their own role: another admin does"));
+            }
+        }
         let hash = if r.password.is_empty() {
             None
         } else {
             Some(hash_password(r.password).await?)
         };
+        if role != Role::Unchanged {
+            let (admin, space_admin) = match role {
+                Role::Admin => (true, false),
+                Role::SpaceAdmin => (false, true),
+                _ => (false, false),
+            };
+            self.store
+                .set_role(&r.id, admin, space_admin)
+                .await
+                .map_err(status)?;
+        }
         let user = self
             .store
             .update_user(

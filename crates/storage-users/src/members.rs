@@ -99,8 +99,8 @@ impl Provider {
         Ok(Access::Shared(paths))
     }
 
-    /// A project space the caller may manage (its managers, and admins), with the caller's
-    /// role. Members who may not manage it get 403; anyone else learns nothing (404).
+    /// A project space the caller may manage (its managers, admins and space admins), with
+    /// the caller's role. Members who may not manage it get 403; anyone else learns nothing (404).
     pub(crate) async fn managed(
         &self,
         who: &Identity,
@@ -125,7 +125,7 @@ impl Provider {
         let role = self.role_in(who, &space).await?;
         match role {
             Some(Role::Manager) => Ok((space, role)),
-            _ if who.admin => Ok((space, role)),
+            _ if who.manages_spaces() => Ok((space, role)),
             // A disabled space is not there for its members.
             Some(_) if space.disabled.is_none() => {
                 Err(ErrorKind::PermissionDenied.status(format!("only the space's managers {what}")))
@@ -150,7 +150,7 @@ impl Provider {
             return Err(not_found());
         }
         let role = self.role_in(who, &space).await?;
-        let sees = who.admin
+        let sees = who.manages_spaces()
             || role == Some(Role::Manager)
             || (role.is_some() && space.disabled.is_none());
         if !sees {

@@ -537,8 +537,9 @@ impl Storage for Provider {
         req: Request<CreateSpaceRequest>,
     ) -> Result<Response<Space>, Status> {
         let who = caller(&req)?;
-        if !who.admin {
-            return Err(ErrorKind::PermissionDenied.status("only admins create project spaces"));
+        if !who.manages_spaces() {
+            return Err(ErrorKind::PermissionDenied
+                .status("only admins and space admins create project spaces"));
         }
         let r = req.get_ref();
         let name = space_name(&r.name)?;
@@ -573,8 +574,12 @@ impl Storage for Provider {
         let who = caller(&req)?;
         let r = req.get_ref();
         let (space, _) = self.managed(who, &r.space_id, "change the space").await?;
-        if r.quota.is_some() && !who.admin {
-            return Err(ErrorKind::PermissionDenied.status("only admins change a space's quota"));
+        // A project space's quota is the space admins' too; a personal one only admins'.
+        let sets_quotas =
+            who.admin || (who.space_admin && space.kind == arca_store_files::SpaceKind::Project);
+        if r.quota.is_some() && !sets_quotas {
+            return Err(ErrorKind::PermissionDenied
+                .status("only admins and space admins change a space's quota"));
         }
         let name = r.name.as_deref().map(space_name).transpose()?;
         if let Some(d) = &r.description {
@@ -1408,9 +1413,18 @@ impl Provider {
         Ok(m)
     }
 
-    /// What ListSpaces shows: with `all` (admins only) every space, else the caller's own and
-    /// the project spaces they are a member of.
+    /// What ListSpaces shows: with `all` every space (admins; space admins: every project
+    /// space and their own), else the caller's own and the project spaces they are a member
+    /// of.
     async fn visible_spaces(&self, who: &Identity, all: bool) -> Result<Vec<StoreSpace>, Status> {
+        if all && who.space_admin && !who.admin {
+            let mut spaces = self.store.list_spaces(None).await.map_err(|e| e.status())?;
+            spaces.retain(|s| {
+                s.kind == arca_store_files::SpaceKind::Project
+                    || (s.kind == arca_store_files::SpaceKind::Personal && s.owner == who.id)
+            });
+            return Ok(spaces);
+        }
         if all {
             // The search service's crawler lists every space to index it (read-only, see
             // `access_to`).

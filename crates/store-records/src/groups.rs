@@ -228,7 +228,7 @@ impl Records {
         let mut c = self.read_conn().await?;
         let rows = sqlx::query(
             "SELECT u.id, u.username, u.display_name, u.mail, u.admin, u.password_hash, \
-             u.credential_version, u.created \
+             u.credential_version, u.created, u.space_admin \
              FROM group_members m JOIN users u ON u.id = m.user_id \
              WHERE m.group_id = $1 ORDER BY u.username",
         )

@@ -51,6 +51,11 @@ const SCHEMA: Schema = Schema {
             "shares",
             include_str!("../migrations/sqlite/0010_shares.sql"),
         ),
+        (
+            30,
+            "roles",
+            include_str!("../migrations/sqlite/0030_roles.sql"),
+        ),
     ],
     postgres: &[
         (
@@ -67,6 +72,11 @@ const SCHEMA: Schema = Schema {
             10,
             "shares",
             include_str!("../migrations/postgres/0010_shares.sql"),
+        ),
+        (
+            30,
+            "roles",
+            include_str!("../migrations/postgres/0030_roles.sql"),
         ),
     ],
 };

@@ -19,6 +19,8 @@ pub struct User {
     pub display_name: String,
     pub mail: String,
     pub admin: bool,
+    /// Creates project spaces and manages every one (oCIS's Space Admin role).
+    pub space_admin: bool,
     pub password_hash: String,
     /// Bumped on every password change, so credential caches can tell stale entries.
     pub credential_version: u64,
@@ -31,13 +33,15 @@ impl std::fmt::Debug for User {
             .field("id", &self.id)
             .field("username", &self.username)
             .field("admin", &self.admin)
+            .field("space_admin", &self.space_admin)
             .finish_non_exhaustive()
     }
 }
 
 macro_rules! user_cols {
     () => {
-        "id, username, display_name, mail, admin, password_hash, credential_version, created"
+        "id, username, display_name, mail, admin, password_hash, credential_version, created, \
+         space_admin"
     };
 }
 
@@ -52,6 +56,7 @@ pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
         password_hash: row.try_get(5)?,
         credential_version: u64::try_from(row.try_get::<i64, _>(6)?).unwrap_or(0),
         created: from_ns(row.try_get(7)?),
+        space_admin: row.try_get::<i64, _>(8)? != 0,
     })
 }
 
@@ -186,10 +191,18 @@ impl Records {
 
     /// Sets or clears the admin flag (a credential change).
     pub async fn set_admin(&self, id: &str, admin: bool) -> Result<User> {
+        let space_admin = self.user(id).await?.space_admin;
+        self.set_role(id, admin, space_admin).await
+    }
+
+    /// Sets the admin and space admin flags together (a credential change: the proxies drop
+    /// what they cached, so the new role holds from the user's next request).
+    pub async fn set_role(&self, id: &str, admin: bool, space_admin: bool) -> Result<User> {
         let mut w = self.db().begin_write().await?;
         let r = async {
-            let done = sqlx::query("UPDATE users SET admin = $1 WHERE id = $2")
+            let done = sqlx::query("UPDATE users SET admin = $1, space_admin = $2 WHERE id = $3")
                 .bind(i64::from(admin))
+                .bind(i64::from(space_admin))
                 .bind(id)
                 .execute(w.conn())
                 .await?;

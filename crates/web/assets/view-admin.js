@@ -1,6 +1,7 @@
-// The Users view, for admins: users (create, reset a password, delete) and groups (create,
-// delete, members added and removed), over Graph (/graph/v1.0/users, /groups). The server
-// refuses every change from anyone else; the view is only shown to admins.
+// The Users view, for admins: users (create, reset a password, give a role, delete) and groups
+// (create, delete, members added and removed), over Graph (/graph/v1.0/users, /groups, the
+// roles of /applications as appRoleAssignments). The server refuses every change from anyone
+// else; the view is only shown to admins.
 
 import { request, failure } from "./api.js";
 import { ask } from "./dialog.js";
@@ -32,19 +33,30 @@ async function act(work, done) {
 export async function refreshAdmin() {
   let users = [];
   let groups = [];
+  let app = { id: "", appRoles: [] };
   try {
-    [users, groups] = await Promise.all([graph("GET", "/users"), graph("GET", "/groups")]).then(([u, g]) => [u.value, g.value]);
+    [users, groups, app] = await Promise.all([
+      graph("GET", "/users?$expand=appRoleAssignments"),
+      graph("GET", "/groups"),
+      graph("GET", "/applications"),
+    ]).then(([u, g, a]) => [u.value, g.value, a.value[0]]);
   } catch (e) {
     if (e.status !== 401) announce(e.message, "error");
   }
   users.sort((a, b) => byName(a.onPremisesSamAccountName, b.onPremisesSamAccountName));
   groups.sort((a, b) => byName(a.displayName, b.displayName));
-  document.querySelector("#user-list tbody").replaceChildren(...users.map(userRow));
+  document.querySelector("#user-list tbody").replaceChildren(...users.map((u) => userRow(u, app)));
   document.querySelector("#group-list tbody").replaceChildren(...groups.map((g) => groupRow(g, users)));
 }
 
-function userRow(u) {
+function userRow(u, app) {
   const name = u.onPremisesSamAccountName;
+  const current = u.appRoleAssignments?.[0]?.appRoleId;
+  const role = h(
+    "select",
+    { class: "role", "aria-label": `Role of ${name}`, onchange: (e) => setRole(u, app, e.target.value) },
+    ...app.appRoles.map((r) => h("option", { value: r.id, selected: r.id === current }, r.displayName)),
+  );
   return h(
     "tr",
     { dataset: { name } },
@@ -53,9 +65,19 @@ function userRow(u) {
     h(
       "td",
       { class: "col-actions" },
+      role,
       h("button", { type: "button", class: "button quiet", "aria-label": `Reset the password of ${name}`, onclick: () => resetPassword(u) }, "Reset password"),
       h("button", { type: "button", class: "icon-button", "aria-label": `Delete ${name}`, onclick: () => deleteUser(u) }, icon("delete", 18)),
     ),
+  );
+}
+
+async function setRole(u, app, roleId) {
+  const name = u.onPremisesSamAccountName;
+  const role = app.appRoles.find((r) => r.id === roleId)?.displayName ?? roleId;
+  await act(
+    () => graph("POST", `/users/${encodeURIComponent(u.id)}/appRoleAssignments`, { principalId: u.id, appRoleId: roleId, resourceId: app.id }),
+    `${name} is now ${role}.`,
   );
 }
 

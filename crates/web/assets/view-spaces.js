@@ -1,5 +1,5 @@
 // The Spaces view: the project spaces one is a member of (Graph's me/drives), each opening in
-// the files view; admins make new ones; managers see and change the members (users and groups
+// the files view; admins and space admins make new ones; managers see and change the members (users and groups
 // with a role: Graph's root/permissions, added through OCS by name), disable a space, restore
 // or delete a disabled one. The server checks every change again.
 
@@ -73,7 +73,7 @@ export async function refreshSpaces(names) {
     if (e.status !== 401) announce(e.message, "error");
   }
   drives.sort((a, b) => byName(a.name, b.name));
-  $("space-new").hidden = !session.current?.admin;
+  $("space-new").hidden = !(session.current?.admin || session.current?.spaceAdmin);
   for (const d of drives) names.set(d.id, d.name);
   const rows = drives.map((d) => {
     const disabled = d.root?.deleted?.state === "trashed";

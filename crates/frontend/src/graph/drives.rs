@@ -429,7 +429,8 @@ async fn my_drives(
     list(gw, who, false, query, &headers, &uri).await
 }
 
-/// `GET /graph/v1.0/drives`: every drive for admins, the same as `me/drives` for others.
+/// `GET /graph/v1.0/drives`: every drive for admins, every project drive (and their own) for
+/// space admins, the same as `me/drives` for others.
 async fn all_drives(
     State(gw): State<Channel>,
     Caller(who): Caller,
@@ -437,7 +438,7 @@ async fn all_drives(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let all = who.admin;
+    let all = who.manages_spaces();
     list(gw, who, all, query, &headers, &uri).await
 }
 
@@ -459,7 +460,7 @@ struct NewDrive {
     drive_type: Option<String>,
 }
 
-/// `POST /graph/v1.0/drives` (admins): a new project drive, 201, with the caller its manager.
+/// `POST /graph/v1.0/drives` (admins and space admins): a new project drive, 201, with the caller its manager.
 async fn create(
     State(gw): State<Channel>,
     Caller(who): Caller,
@@ -467,8 +468,8 @@ async fn create(
     uri: Uri,
     body: Bytes,
 ) -> Response {
-    if !who.admin {
-        return forbidden("only admins create drives");
+    if !who.manages_spaces() {
+        return forbidden("only admins and space admins create drives");
     }
     let new: NewDrive = match parse(&body) {
         Ok(n) => n,

@@ -1,13 +1,16 @@
 //! The libregraph user API (`/graph/v1.0/me`, `/graph/v1.0/users`), as oCIS serves it:
-//! field names `id`, `displayName`, `mail`, `onPremisesSamAccountName`, `passwordProfile`.
+//! field names `id`, `displayName`, `mail`, `onPremisesSamAccountName`, `passwordProfile`;
+//! users' roles as oCIS's app role assignments (`/users/{id}/appRoleAssignments`, the roles
+//! listed under `/applications`; see arca_proto::roles), and `$expand=appRoleAssignments`
+//! on `me` and `users`.
 
 // As in the WebDAV handlers: the `Err` side is the finished HTTP answer, built once per
 // failed request and handed straight to axum.
 #![allow(clippy::result_large_err)]
 
-use arca_proto::ErrorKind;
 use arca_proto::v1::users_client::UsersClient;
 use arca_proto::v1::*;
+use arca_proto::{ErrorKind, roles};
 use arca_runtime::Caller;
 use arca_transport::Channel;
 use axum::Json;
@@ -30,6 +33,16 @@ pub(super) fn routes(gateway: Channel) -> axum::Router {
             "/graph/v1.0/users/{id}",
             get(read).patch(update).delete(remove),
         )
+        .route(
+            "/graph/v1.0/users/{id}/appRoleAssignments",
+            get(assignments).post(assign),
+        )
+        .route(
+            "/graph/v1.0/users/{id}/appRoleAssignments/{assignment}",
+            axum::routing::delete(unassign),
+        )
+        .route("/graph/v1.0/applications", get(applications))
+        .route("/graph/v1.0/applications/{id}", get(application))
         .with_state(gateway)
 }
 
@@ -43,7 +56,11 @@ async fn me(State(gw): State<Channel>, Caller(who): Caller, RawQuery(query): Raw
         .await
     {
         Ok(u) => {
-            let mut body = user_json(&u.into_inner());
+            let u = u.into_inner();
+            let mut body = user_json(&u);
+            if super::groups::expands(query.as_deref(), "appRoleAssignments") {
+                body["appRoleAssignments"] = json!([assignment_json(&u)]);
+            }
             if super::groups::expands(query.as_deref(), "memberOf") {
                 match super::groups::member_of(&gw, &who.id).await {
                     Ok(groups) => body["memberOf"] = Value::Array(groups),
@@ -93,7 +110,11 @@ async fn change_password(State(gw): State<Channel>, Caller(who): Caller, body: B
     }
 }
 
-async fn list(State(gw): State<Channel>, Caller(who): Caller) -> Response {
+async fn list(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    RawQuery(query): RawQuery,
+) -> Response {
     if !who.admin {
         return error(
             StatusCode::FORBIDDEN,
@@ -103,8 +124,20 @@ async fn list(State(gw): State<Channel>, Caller(who): Caller) -> Response {
     }
     match UsersClient::new(gw).list_users(ListUsersRequest {}).await {
         Ok(r) => {
-            Json(json!({"value": r.into_inner().users.iter().map(user_json).collect::<Vec<_>>()}))
-                .into_response()
+            let roles = super::groups::expands(query.as_deref(), "appRoleAssignments");
+            let users: Vec<Value> = r
+                .into_inner()
+                .users
+                .iter()
+                .map(|u| {
+                    let mut body = user_json(u);
+                    if roles {
+                        body["appRoleAssignments"] = json!([assignment_json(u)]);
+                    }
+                    body
+                })
+                .collect();
+            Json(json!({ "value": users })).into_response()
         }
         Err(s) => grpc_error(s),
     }
@@ -173,11 +206,154 @@ async fn find(gw: &Channel, who: &arca_runtime::Identity, key: &str) -> Result<U
     Ok(user)
 }
 
-async fn read(State(gw): State<Channel>, Caller(who): Caller, Path(key): Path<String>) -> Response {
+async fn read(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path(key): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
     match find(&gw, &who, &key).await {
-        Ok(u) => Json(user_json(&u)).into_response(),
+        Ok(u) => {
+            let mut body = user_json(&u);
+            if super::groups::expands(query.as_deref(), "appRoleAssignments") {
+                body["appRoleAssignments"] = json!([assignment_json(&u)]);
+            }
+            Json(body).into_response()
+        }
         Err(r) => r,
     }
+}
+
+/// A user's one role as a libregraph `appRoleAssignment`. Its id is the role's: a user has
+/// exactly one, so the pair (user, role) names it.
+fn assignment_json(u: &User) -> Value {
+    let role = roles::id(roles::of(u.admin, u.space_admin)).unwrap_or(roles::USER);
+    json!({
+        "id": role,
+        "appRoleId": role,
+        "principalId": u.id,
+        "principalType": "User",
+        "principalDisplayName": u.display_name,
+        "resourceId": roles::APPLICATION_ID,
+        "resourceDisplayName": APPLICATION_NAME,
+    })
+}
+
+/// The application's name in Graph answers.
+const APPLICATION_NAME: &str = "arca";
+
+/// `GET /graph/v1.0/users/{id}/appRoleAssignments`: the user's role (admins, or oneself).
+async fn assignments(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path(key): Path<String>,
+) -> Response {
+    match find(&gw, &who, &key).await {
+        Ok(u) => Json(json!({ "value": [assignment_json(&u)] })).into_response(),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewAssignment {
+    principal_id: String,
+    app_role_id: String,
+    resource_id: String,
+}
+
+/// `POST /graph/v1.0/users/{id}/appRoleAssignments`: gives the user that role in place of
+/// the one they had (admins only, never to themselves); 201 and the assignment.
+async fn assign(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Response {
+    let new: NewAssignment = match parse(&body) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let refuse = |message: &str| error(StatusCode::BAD_REQUEST, "invalidRequest", message);
+    if new.resource_id != roles::APPLICATION_ID {
+        return refuse("resourceId names no application here: GET /graph/v1.0/applications");
+    }
+    let Some(role) = roles::by_id(&new.app_role_id) else {
+        return refuse("appRoleId names no role of the application");
+    };
+    let user = match find(&gw, &who, &key).await {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    if new.principal_id != user.id {
+        return refuse("principalId is not the user of the URL");
+    }
+    set_role(gw, user.id, role, StatusCode::CREATED).await
+}
+
+/// `DELETE /graph/v1.0/users/{id}/appRoleAssignments/{id}`: the user goes back to the User
+/// role; 204.
+async fn unassign(
+    State(gw): State<Channel>,
+    Caller(who): Caller,
+    Path((key, assignment)): Path<(String, String)>,
+) -> Response {
+    let user = match find(&gw, &who, &key).await {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    if roles::id(roles::of(user.admin, user.space_admin)) != Some(assignment.as_str()) {
+        return error(StatusCode::NOT_FOUND, "itemNotFound", "no such assignment");
+    }
+    set_role(gw, user.id, Role::User, StatusCode::NO_CONTENT).await
+}
+
+async fn set_role(gw: Channel, id: String, role: Role, status: StatusCode) -> Response {
+    let changed = UsersClient::new(gw)
+        .update_user(UpdateUserRequest {
+            id,
+            role: role.into(),
+            ..Default::default()
+        })
+        .await;
+    match changed {
+        Ok(_) if status == StatusCode::NO_CONTENT => status.into_response(),
+        Ok(u) => (status, Json(assignment_json(&u.into_inner()))).into_response(),
+        Err(s) => grpc_error(s),
+    }
+}
+
+/// The application the roles belong to, as libregraph describes it.
+fn application_json() -> Value {
+    let roles: Vec<Value> = roles::ALL
+        .iter()
+        .map(|(_, id, name, description)| {
+            json!({
+                "id": id,
+                "displayName": name,
+                "description": description,
+                "allowedMemberTypes": ["User"],
+            })
+        })
+        .collect();
+    json!({
+        "id": roles::APPLICATION_ID,
+        "displayName": APPLICATION_NAME,
+        "appRoles": roles,
+    })
+}
+
+/// `GET /graph/v1.0/applications`: the one application and its roles (any user may read it:
+/// the roles are no secret, and ownCloud Web reads them to show a user's role).
+async fn applications(Caller(_): Caller) -> Response {
+    Json(json!({ "value": [application_json()] })).into_response()
+}
+
+async fn application(Caller(_): Caller, Path(id): Path<String>) -> Response {
+    if id != roles::APPLICATION_ID {
+        return error(StatusCode::NOT_FOUND, "itemNotFound", "no such application");
+    }
+    Json(application_json()).into_response()
 }
 
 #[derive(Deserialize)]
@@ -217,6 +393,7 @@ async fn update(
             // One's own password goes through /me/changePassword (storage-system says so),
             // unless this request's Basic login proved the current one.
             current_password: String::new(),
+            role: Role::Unchanged.into(),
         })
         .await
     {
