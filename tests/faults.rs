@@ -1,6 +1,6 @@
-//! Faults below arca: the database restarting or gone, under a load as hard as real clients
-//! (mixed sizes, the same names overwritten, every GET compared byte for byte with what was
-//! last acknowledged, listings), on PostgreSQL for both storage services, in one process.
+//! Faults below arca: the database restarting or gone, S3 failing, resetting or frozen, under
+//! a load as hard as real clients (mixed sizes, the same names overwritten, every GET compared
+//! byte for byte with what was last acknowledged, listings), in one process.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +20,15 @@ const SIZES: [usize; 4] = [1_000, 16_384, 65_536, 300_000];
 struct Tally {
     ok: AtomicU64,
     failures: std::sync::Mutex<Vec<(u16, String)>>,
+    /// The longest any one request took, in ms.
+    slowest_ms: AtomicU64,
+}
+
+impl Tally {
+    fn took(&self, since: Instant) {
+        let ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.slowest_ms.fetch_max(ms, Ordering::SeqCst);
+    }
 }
 
 fn auth() -> String {
@@ -52,7 +61,10 @@ async fn client(addr: String, id: usize, stop: Arc<AtomicBool>, tally: Arc<Tally
         let f = (n as usize) % FILES;
         let path = format!("{dir}/f{f}.bin");
         let content = body(id, f, n);
-        match send_as(&addr, &auth, "PUT", &path, &[], content.clone()).await {
+        let started = Instant::now();
+        let put = send_as(&addr, &auth, "PUT", &path, &[], content.clone()).await;
+        tally.took(started);
+        match put {
             Ok(r) if r.status == 201 || r.status == 204 => {
                 last.insert(f, content);
                 tally.ok.fetch_add(1, Ordering::SeqCst);
@@ -62,7 +74,10 @@ async fn client(addr: String, id: usize, stop: Arc<AtomicBool>, tally: Arc<Tally
             Err(e) => fail(0, format!("PUT {path}: {e:#}")),
         }
         if let Some(expected) = last.get(&f) {
-            match send_as(&addr, &auth, "GET", &path, &[], "").await {
+            let started = Instant::now();
+            let get = send_as(&addr, &auth, "GET", &path, &[], "").await;
+            tally.took(started);
+            match get {
                 Ok(r) if r.status == 200 && &r.body == expected => {
                     tally.ok.fetch_add(1, Ordering::SeqCst);
                 }
@@ -103,6 +118,15 @@ async fn under_load<F: std::future::Future<Output = anyhow::Result<()>>>(
     addr: &str,
     during: F,
 ) -> anyhow::Result<(u64, u64, Vec<(u16, String)>)> {
+    let (ok, unavailable, failures, _) = timed_load(addr, during).await?;
+    Ok((ok, unavailable, failures))
+}
+
+/// [`under_load`], and the longest one PUT or GET took.
+async fn timed_load<F: std::future::Future<Output = anyhow::Result<()>>>(
+    addr: &str,
+    during: F,
+) -> anyhow::Result<(u64, u64, Vec<(u16, String)>, Duration)> {
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
     let clients: Vec<_> = (0..CLIENTS)
@@ -121,7 +145,12 @@ async fn under_load<F: std::future::Future<Output = anyhow::Result<()>>>(
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?,
     );
-    Ok((tally.ok.load(Ordering::SeqCst), unavailable, failures))
+    Ok((
+        tally.ok.load(Ordering::SeqCst),
+        unavailable,
+        failures,
+        Duration::from_millis(tally.slowest_ms.load(Ordering::SeqCst)),
+    ))
 }
 
 /// The folder each load client writes in.
@@ -273,34 +302,49 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
     Ok(())
 }
 
-/// An HTTP proxy in front of the S3 server that breaks some requests on purpose: of every
-/// seven, one is answered 503 SlowDown and another has its connection dropped before any
-/// answer. The rest go through. Counts what it broke.
+/// An HTTP proxy in front of the S3 server that breaks some requests on purpose. With
+/// `breaks`, of every seven requests one is answered 503 SlowDown and another has its
+/// connection dropped before any answer. While `frozen` is set, a request is held without a
+/// byte of answer until it is cleared (as a SIGSTOPped server holds it). The rest go through.
+/// Counts what it broke.
 struct FaultyS3 {
     addr: String,
     broken: Arc<AtomicU64>,
+    frozen: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What the proxy does to requests, shared by its connections.
+struct Faults {
+    breaks: bool,
+    seen: AtomicU64,
+    broken: Arc<AtomicU64>,
+    frozen: Arc<AtomicBool>,
+}
+
 impl FaultyS3 {
-    async fn start(upstream: String) -> anyhow::Result<Self> {
+    async fn start(upstream: String, breaks: bool) -> anyhow::Result<Self> {
         use hyper::service::service_fn;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?.to_string();
-        let seen = Arc::new(AtomicU64::new(0));
         let broken = Arc::new(AtomicU64::new(0));
-        let counted = broken.clone();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let faults = Arc::new(Faults {
+            breaks,
+            seen: AtomicU64::new(0),
+            broken: broken.clone(),
+            frozen: frozen.clone(),
+        });
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (seen, broken, upstream) = (seen.clone(), counted.clone(), upstream.clone());
+                let (faults, upstream) = (faults.clone(), upstream.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (seen, broken, upstream) =
-                            (seen.clone(), broken.clone(), upstream.clone());
-                        async move { forward(req, &upstream, &seen, &broken).await }
+                        let (faults, upstream) = (faults.clone(), upstream.clone());
+                        async move { forward(req, &upstream, &faults).await }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -308,7 +352,12 @@ impl FaultyS3 {
                 });
             }
         });
-        Ok(Self { addr, broken, task })
+        Ok(Self {
+            addr,
+            broken,
+            frozen,
+            task,
+        })
     }
 }
 
@@ -322,14 +371,22 @@ impl Drop for FaultyS3 {
 async fn forward(
     req: hyper::Request<hyper::body::Incoming>,
     upstream: &str,
-    seen: &AtomicU64,
-    broken: &AtomicU64,
+    faults: &Faults,
 ) -> anyhow::Result<hyper::Response<http_body_util::Full<bytes::Bytes>>> {
     use http_body_util::BodyExt as _;
-    let n = seen.fetch_add(1, Ordering::SeqCst);
+    let n = faults.seen.fetch_add(1, Ordering::SeqCst);
+    let broken = &faults.broken;
     let (parts, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
+    if faults.frozen.load(Ordering::SeqCst) {
+        broken.fetch_add(1, Ordering::SeqCst);
+        // Held, not answered: the caller's own timeout is all that ends the wait.
+        while faults.frozen.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     match n % 7 {
+        _ if !faults.breaks => {}
         3 => {
             broken.fetch_add(1, Ordering::SeqCst);
             let xml = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
@@ -366,7 +423,7 @@ async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
     let dir = TempDir::new();
     let s3 = arca_tests::Moto::start(&["arca-blobs"]).await?;
     let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
-    let faulty = FaultyS3::start(upstream).await?;
+    let faulty = FaultyS3::start(upstream, true).await?;
     let endpoint = format!("http://{}", faulty.addr);
     let server = InProcess::ready(
         &dir,
@@ -400,6 +457,87 @@ async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
     );
     assert_eq!(unavailable, 0, "S3 faults made requests hear 503");
     assert!(ok >= 40, "the load hardly ran: {ok} requests");
+    drop(server);
+    Ok(())
+}
+
+/// A frozen S3 (every request held without an answer for 8 s, as a SIGSTOPped server holds
+/// them) costs clients a bounded wait, never a hang: with `blobs.s3.read_timeout` 1 s and
+/// `database_retry` 2 s, no PUT or GET takes more than 5 s; what S3 could not serve meanwhile
+/// is 503 with Retry-After, nothing else fails, and once it answers again the load runs on
+/// with every GET byte-exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_s3_is_a_bounded_wait_then_503() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let s3 = arca_tests::Moto::start(&["arca-blobs"]).await?;
+    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
+    let faulty = FaultyS3::start(upstream, false).await?;
+    let endpoint = format!("http://{}", faulty.addr);
+    let server = InProcess::ready(
+        &dir,
+        PASSWORD,
+        &[
+            ("storage-users.blobs.kind", "s3"),
+            ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
+            ("storage-users.blobs.s3.bucket", "arca-blobs"),
+            ("storage-users.blobs.s3.region", "us-east-1"),
+            ("storage-users.blobs.s3.access_key_id", "test"),
+            ("storage-users.blobs.s3.secret_access_key", "test"),
+            ("storage-users.blobs.s3.read_timeout", "1s"),
+            ("storage-users.database_retry", "2s"),
+        ],
+    )
+    .await?;
+    let addr = server.public.clone();
+    make_client_folders(&addr).await?;
+    let frozen = faulty.frozen.clone();
+    let (ok, unavailable, failures, slowest) = timed_load(&addr, async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        frozen.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        frozen.store(false, Ordering::SeqCst);
+        // Long enough after the thaw for every client to go round again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok(())
+    })
+    .await?;
+    let held = faulty.broken.load(Ordering::SeqCst);
+    eprintln!(
+        "S3 frozen 8 s: {held} S3 requests held; {ok} requests succeeded, {unavailable} heard 503, \
+         {} failed; the slowest PUT or GET took {slowest:?}",
+        failures.len()
+    );
+    assert!(held >= 4, "the freeze hardly held anything: {held}");
+    assert!(
+        failures.is_empty(),
+        "requests failed while S3 was frozen: {failures:?}"
+    );
+    assert!(unavailable > 0, "nobody heard 503 through an 8 s freeze");
+    assert!(
+        slowest <= Duration::from_secs(5),
+        "a request waited {slowest:?} on a frozen S3"
+    );
+    // After the thaw: written and read back, as before the freeze.
+    let r = send_as(
+        &addr,
+        &auth(),
+        "PUT",
+        "/remote.php/dav/files/admin/thawed.txt",
+        &[],
+        "thawed",
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = send_as(
+        &addr,
+        &auth(),
+        "GET",
+        "/remote.php/dav/files/admin/thawed.txt",
+        &[],
+        "",
+    )
+    .await?;
+    assert_eq!((r.status, r.text().as_str()), (200, "thawed"));
     drop(server);
     Ok(())
 }

@@ -674,6 +674,8 @@ pub struct S3Config {
     /// Static credentials, both or neither; neither = the AWS environment and credential chain.
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// The longest wait for the server's next bytes before a request is tried again.
+    pub read_timeout: Duration,
 }
 
 impl fmt::Debug for S3Config {
@@ -688,6 +690,7 @@ impl fmt::Debug for S3Config {
                 "secret_access_key",
                 &self.secret_access_key.as_ref().map(|_| "<redacted>"),
             )
+            .field("read_timeout", &self.read_timeout)
             .finish()
     }
 }

@@ -548,6 +548,12 @@ const BLOBS: Part<BlobsConfig> = Part {
             Unset,
             "The secret of access_key_id; better given by its env var than written here.",
         );
+        add(
+            "s3.read_timeout",
+            Text("10s"),
+            "How long an S3 request waits for the server's next bytes before it is tried again \
+             (within database_retry, after which the client hears 503): a frozen S3 is no hang.",
+        );
     },
     read: blobs,
 };
@@ -589,6 +595,7 @@ fn blobs(t: &mut Table) -> Result<BlobsConfig, ConfigError> {
         let key_id = t.field("access_key_id");
         let secret = t.field("secret_access_key");
         let (access_key_id, secret_access_key) = (key_id.optional_text()?, secret.optional_text()?);
+        let read_timeout = t.field("read_timeout").positive_duration()?;
         match (&access_key_id, &secret_access_key) {
             (Some(_), None) => {
                 return Err(key_id.error(Problem::Unpaired("blobs.s3.secret_access_key")));
@@ -615,6 +622,7 @@ fn blobs(t: &mut Table) -> Result<BlobsConfig, ConfigError> {
                 region,
                 access_key_id,
                 secret_access_key,
+                read_timeout,
             })),
         }
     })
@@ -1994,6 +2002,7 @@ storage-users:
       bucket: arca-users
       access_key_id: AKIA1
       secret_access_key: "s3cr3t"
+      read_timeout: 3s
 "#,
         )
         .unwrap();
@@ -2006,6 +2015,7 @@ storage-users:
                 region: "us-east-1".into(),
                 access_key_id: Some("AKIA1".into()),
                 secret_access_key: Some("s3cr3t".into()),
+                read_timeout: Duration::from_secs(3),
             }
         );
         assert_eq!(config.storage_system.personal_quota, None);
@@ -2048,6 +2058,7 @@ storage-users:
                 region: "garage".into(),
                 access_key_id: Some("uid".into()),
                 secret_access_key: Some("usecret".into()),
+                read_timeout: Duration::from_secs(10),
             }
         );
     }

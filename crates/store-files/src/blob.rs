@@ -50,8 +50,10 @@ const MAX_PARTS_IN_FLIGHT: usize = 2;
 /// two: see `local_file_stream`).
 const LOCAL_READ_CHUNK: usize = 1 << 20;
 /// How long an S3 request may wait for the server's next bytes before it counts as failed (and
-/// is retried; a download resumes where it stopped).
-const REMOTE_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// is retried; a download resumes where it stopped), unless configured.
+const REMOTE_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a failing S3 request is tried again, from its first try, unless configured.
+const REMOTE_RETRY_DEADLINE: Duration = Duration::from_secs(15);
 
 /// Where a [`Store`](crate::Store) keeps its blobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +75,11 @@ pub struct S3Options {
     /// environment variables, a web identity token, ECS task or EC2 instance credentials.
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// The longest wait for the server's next bytes before a request counts as failed.
+    pub read_timeout: Duration,
+    /// How long a failed request (5xx, SlowDown, a reset, a read timed out) is tried again,
+    /// from its first try; after that the caller gets the error (503 to clients).
+    pub retry_deadline: Duration,
 }
 
 impl S3Options {
@@ -84,6 +91,8 @@ impl S3Options {
             endpoint: None,
             access_key_id: None,
             secret_access_key: None,
+            read_timeout: REMOTE_READ_TIMEOUT,
+            retry_deadline: REMOTE_RETRY_DEADLINE,
         }
     }
 }
@@ -219,9 +228,12 @@ impl BlobStore {
     ///   servers expect; virtual-hosted (`BUCKET.s3.REGION.amazonaws.com`) on AWS unless the
     ///   bucket name has a dot, which the TLS wildcard certificate would not cover.
     /// - Timeouts: no limit on a whole request — a download lasts as long as its client takes
-    ///   to read it — but 30 s without a byte from the server fails a read, and object_store
-    ///   retries it (a download resumes at the byte where it stopped, if the object's ETag is
-    ///   unchanged).
+    ///   to read it — but `read_timeout` without a byte from the server fails a read, and
+    ///   object_store retries it (a download resumes at the byte where it stopped, if the
+    ///   object's ETag is unchanged; a write that timed out is not retried: object_store
+    ///   retries timeouts of safe requests only). Failures are retried with backoff until
+    ///   `retry_deadline` after the first try, then the error stands (storage-users answers
+    ///   503): a frozen or failing S3 costs a bounded wait, never a hang.
     /// - Incomplete uploads: a failed or cancelled upload is aborted (see [`BlobWriter`]); only a
     ///   killed process leaves the parts of a multipart upload behind, which no object names
     ///   and the collector cannot see. Give the bucket a lifecycle rule with
@@ -234,8 +246,14 @@ impl BlobStore {
         // the client settings it read.)
         let client = ClientOptions::new()
             .with_timeout_disabled()
-            .with_read_timeout(REMOTE_READ_TIMEOUT);
-        let mut builder = AmazonS3Builder::new().with_client_options(client);
+            .with_read_timeout(opts.read_timeout);
+        let retry = object_store::RetryConfig {
+            retry_timeout: opts.retry_deadline,
+            ..Default::default()
+        };
+        let mut builder = AmazonS3Builder::new()
+            .with_client_options(client)
+            .with_retry(retry);
         for (key, value) in std::env::vars_os() {
             if let (Some(key), Some(value)) = (key.to_str(), value.to_str())
                 && key.starts_with("AWS_")

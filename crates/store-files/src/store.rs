@@ -103,6 +103,9 @@ impl StoreConfig {
                 endpoint: s3.endpoint.clone(),
                 access_key_id: s3.access_key_id.clone(),
                 secret_access_key: s3.secret_access_key.clone(),
+                read_timeout: s3.read_timeout,
+                // A remote store is waited for as long as the database is.
+                retry_deadline: section.database_retry,
             }),
         };
         let mut cfg = Self::with_blobs(db_url, blobs);

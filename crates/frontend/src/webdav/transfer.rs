@@ -133,6 +133,16 @@ pub(super) async fn download(
         let (parts, body) = resp.into_parts();
         let mut out = Response::new(Body::new(body));
         *out.status_mut() = parts.status;
+        // The data path failed (the blob store away, a blob missing): its answer as it is,
+        // Retry-After included, none of the file's headers.
+        if !parts.status.is_success() && parts.status != StatusCode::RANGE_NOT_SATISFIABLE {
+            for name in [header::RETRY_AFTER, header::CONTENT_TYPE] {
+                if let Some(v) = parts.headers.get(&name) {
+                    out.headers_mut().insert(name, v.clone());
+                }
+            }
+            return Ok(out);
+        }
         for name in [
             header::CONTENT_LENGTH,
             header::CONTENT_RANGE,
