@@ -78,7 +78,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Benchmarks (crates/bench): transport, process, files, auth, split, undo, thumbnails, web, in
+# Benchmarks (crates/bench): transport, process, files, auth, split, undo, search, thumbnails, web, in
 # that order; all but transport run target/release/arca. `auth` (Basic vs an OIDC Bearer token,
 # 4 KiB GETs) and
 # `split` (WebDAV GET/PROPFIND on one process vs a pod over unix sockets vs processes over tcp,

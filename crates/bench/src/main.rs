@@ -22,6 +22,9 @@
 //! - `undo`: the trash and versions through the same binary: DELETE of a 100,000-file folder
 //!   and its bulk restore, PROPFIND of a 10,000-item trash and of 1,000 versions, and the 4 KiB
 //!   overwrite rate with versions on as a ratio of versions off.
+//! - `search`: the search service over 100,000 text files: the first index (files/s), name
+//!   queries one at a time (p50/p99), the time from a PUT to the file being findable, and the
+//!   process's memory with the index full beside it without search.
 //! - `thumbnails`: previews per second of 4-megapixel JPEGs through the same binary with two
 //!   render workers, each a render from the source, then the same previews from the cache.
 //! - `web`: the web app in a real browser (Chromium driven by crates/bench/web.py): bytes of
@@ -33,13 +36,14 @@
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|thumbnails|web]` (default
+//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|search|thumbnails|web]` (default
 //! `all`), in a release
 //! build.
 
 mod auth;
 mod files;
 mod process;
+mod search;
 mod split;
 mod thumbnails;
 mod transport;
@@ -49,26 +53,29 @@ mod wrk;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: arca-bench [all|transport|process|files|auth|split|undo|thumbnails|web]
+const USAGE: &str =
+    "usage: arca-bench [all|transport|process|files|auth|split|undo|search|thumbnails|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
+  search     100,000 files: first index files/s, name query p50/p99, PUT to findable, memory
   thumbnails previews/s of 4 MP JPEGs with 2 render workers: rendered, then cached
   web        the web app in Chromium: first load bytes, first list, 10,000-entry folder, upload
   all        all of them, in this order (the default)";
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "transport",
     "process",
     "files",
     "auth",
     "split",
     "undo",
+    "search",
     "thumbnails",
     "web",
 ];
@@ -102,6 +109,7 @@ fn main() -> ExitCode {
             "auth" => auth::run(&mut targets),
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
+            "search" => search::run(&mut targets),
             "thumbnails" => thumbnails::run(&mut targets),
             "web" => web::run(&mut targets),
             other => Err(anyhow::anyhow!("no section {other}")),

@@ -369,17 +369,26 @@ impl Index {
         let mut where_binds = Vec::new();
         lower(expr, &mut where_sql, &mut where_binds);
         where_sql.push_str(") AND (");
+        // A query the trigram index narrows must start there: given the choice, SQLite walks
+        // the caller's spaces by `docs_space_path` and tests each document against the
+        // index's answer (9 ms a query at 100,000 files instead of 0.4 ms). The unary `+`
+        // takes that index out of its choice; a query with no text to look up keeps it.
+        let space = if driven_by_text(expr) {
+            "+d.space_id"
+        } else {
+            "d.space_id"
+        };
         for (i, r) in reach.iter().enumerate() {
             if i > 0 {
                 where_sql.push_str(" OR ");
             }
             where_binds.push(Bind::Text(r.space_id.clone()));
             match &r.below {
-                None => where_sql.push_str("d.space_id = ?"),
+                None => where_sql.push_str(&format!("{space} = ?")),
                 Some(path) => {
-                    where_sql.push_str(
-                        "(d.space_id = ? AND (d.path = ? OR substr(d.path, 1, length(?)) = ?))",
-                    );
+                    where_sql.push_str(&format!(
+                        "({space} = ? AND (d.path = ? OR substr(d.path, 1, length(?)) = ?))"
+                    ));
                     let below = format!("{}/", path.trim_end_matches('/'));
                     where_binds.push(Bind::Text(path.clone()));
                     where_binds.push(Bind::Text(below.clone()));
@@ -389,17 +398,12 @@ impl Index {
         }
         where_sql.push(')');
         let from = "FROM docs d JOIN docs_fts f ON f.rowid = d.rowid";
-        let count_sql = format!("SELECT count(*) {from} WHERE {where_sql}");
         // The SQL is built from constant pieces only ([`lower`], [`score`]); every value the
-        // caller gave is bound.
-        let mut count = sqlx::query(sqlx::AssertSqlSafe(count_sql));
-        for b in &where_binds {
-            count = bind(count, b);
-        }
-        let total: i64 = count.fetch_one(&self.pool).await?.get(0);
+        // caller gave is bound. The total comes with the hits (a window over every match), so
+        // the index is asked once, not once more for a count.
         let select = format!(
             "SELECT d.id, d.space_id, d.parent_id, d.path, d.name, d.is_dir, d.size, d.mtime_ns,
-                    d.etag, d.mime, d.owner_id, ({score_sql}) AS score
+                    d.etag, d.mime, d.owner_id, ({score_sql}) AS score, count(*) OVER () AS total
              {from} WHERE {where_sql}
              ORDER BY {} LIMIT ?",
             order.sql()
@@ -409,6 +413,7 @@ impl Index {
             query = bind(query, b);
         }
         let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        let total: i64 = rows.first().map_or(0, |r| r.get(12));
         let hits = rows
             .iter()
             .map(|r| Hit {
@@ -498,13 +503,9 @@ fn lower(expr: &Expr, sql: &mut String, binds: &mut Vec<Bind>) {
             lower(a, sql, binds);
             sql.push(')');
         }
-        Expr::Name(glob) => {
-            sql.push_str("f.name LIKE ? ESCAPE '\\'");
-            binds.push(Bind::Text(name_pattern(glob)));
-        }
+        Expr::Name(glob) => text_match("name", glob, name_pattern(glob), sql, binds),
         Expr::Content(phrase) => {
-            sql.push_str("f.content LIKE ? ESCAPE '\\'");
-            binds.push(Bind::Text(contains_pattern(phrase)));
+            text_match("content", phrase, contains_pattern(phrase), sql, binds);
         }
         Expr::MediaType(MediaType::Folder) => sql.push_str("d.is_dir = 1"),
         Expr::MediaType(MediaType::OneOf(types)) => {
@@ -539,6 +540,40 @@ fn lower(expr: &Expr, sql: &mut String, binds: &mut Vec<Bind>) {
                 binds.push(Bind::Text(node));
             }
         },
+    }
+}
+
+/// `column LIKE pattern` on the trigram table, for the user's `text` turned into `pattern`.
+///
+/// The trigram index answers a LIKE only without an ESCAPE clause (SQLite hands a virtual
+/// table two-argument LIKEs only), and only when it is asked for the rowids itself; a join
+/// that filters row by row reads every document (0.4 s a query at 100,000 files). So text
+/// with no `%`, `_` or `\` of its own, which needs no escaping, is looked up in the index;
+/// other text is matched exactly, with ESCAPE, by a scan.
+fn text_match(column: &str, text: &str, pattern: String, sql: &mut String, binds: &mut Vec<Bind>) {
+    if !indexed_text(text) {
+        sql.push_str(&format!("f.{column} LIKE ? ESCAPE '\\'"));
+    } else {
+        sql.push_str(&format!(
+            "d.rowid IN (SELECT rowid FROM docs_fts WHERE {column} LIKE ?)"
+        ));
+    }
+    binds.push(Bind::Text(pattern));
+}
+
+/// Whether [`text_match`] looks `text` up in the trigram index.
+fn indexed_text(text: &str) -> bool {
+    !text.contains(['%', '_', '\\'])
+}
+
+/// Whether every document `expr` matches is among those a trigram lookup of it returns: then
+/// that lookup is the cheapest start (see `Index::search`).
+fn driven_by_text(expr: &Expr) -> bool {
+    match expr {
+        Expr::Name(text) | Expr::Content(text) => indexed_text(text),
+        Expr::And(a, b) => driven_by_text(a) || driven_by_text(b),
+        Expr::Or(a, b) => driven_by_text(a) && driven_by_text(b),
+        _ => false,
     }
 }
 
@@ -682,6 +717,51 @@ mod tests {
                 .1,
             0
         );
+        Ok(())
+    }
+
+    /// Text with LIKE's own characters is matched exactly (the escaped scan), other text
+    /// through the trigram index, both ignoring case, short text (under three characters) too.
+    #[tokio::test]
+    async fn wildcard_characters_in_names_match_themselves() -> Result<(), IndexError> {
+        let dir = tempfile::tempdir().map_err(|e| IndexError(e.into()))?;
+        let index = Index::open(dir.path()).await?;
+        for (id, name, text) in [
+            ("p$s!1", "plan_a.txt", "100% sure"),
+            ("p$s!2", "planXa.txt", "100 x sure"),
+            ("p$s!3", "PLAN-B.txt", "ok"),
+        ] {
+            index
+                .upsert(&doc(id, &format!("/{name}"), name), Some(text))
+                .await?;
+        }
+        let all = [Reach {
+            space_id: "p$s".into(),
+            below: None,
+        }];
+        let names = |hits: Vec<Hit>| {
+            let mut n: Vec<String> = hits.into_iter().map(|h| h.doc.name).collect();
+            n.sort();
+            n
+        };
+        for (query, want) in [
+            ("name:\"*plan_a*\"", vec!["plan_a.txt"]),
+            ("content:\"100%\"", vec!["plan_a.txt"]),
+            ("name:\"*plan-b*\"", vec!["PLAN-B.txt"]),
+            (
+                "name:\"plan*\"",
+                vec!["PLAN-B.txt", "planXa.txt", "plan_a.txt"],
+            ),
+            ("name:\"*b.*\"", vec!["PLAN-B.txt"]),
+            ("ok", vec![]),
+        ] {
+            let expr = crate::kql::parse(query)
+                .map_err(|e| IndexError(sqlx::Error::Protocol(e.to_string())))?;
+            let (hits, _) = index
+                .search(&expr, &all, Order::Name { descending: false }, 10)
+                .await?;
+            assert_eq!(names(hits), want, "{query}");
+        }
         Ok(())
     }
 }
