@@ -147,7 +147,22 @@ async fn until_found(a: &str, who: &str, pattern: &str, want: &[&str]) -> anyhow
 #[tokio::test]
 async fn names_and_contents_are_found_in_ocis_shape_on_every_root() -> anyhow::Result<()> {
     let dir = TempDir::new();
-    let server = start(&dir, &[]).await?;
+    names_and_contents(&dir, &[]).await
+}
+
+/// The same with storage-users' metadata on PostgreSQL (the index stays the search
+/// service's own SQLite file).
+#[tokio::test]
+async fn names_and_contents_are_found_with_storage_on_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = arca_tests::Postgres::start(&dir).await?;
+    names_and_contents(&dir, &[("storage-users.database", pg.url.as_str())]).await?;
+    drop(pg);
+    Ok(())
+}
+
+async fn names_and_contents(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<()> {
+    let server = start(dir, settings).await?;
     let a = server.public.as_str();
     let admin = admin();
     mkcol(a, "/remote.php/webdav/notes", &admin).await?;
