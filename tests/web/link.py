@@ -8,7 +8,7 @@ The script makes USER's folders, files and links over WebDAV and OCS (outside th
 then, as a visitor with no login: an unknown link; a password-protected folder (the form,
 a wrong password, the right one, browsing, a download, a reload that does not ask again, an
 XSS name shown as text); a file link with its text preview and download; an image link with
-its preview; an upload-only link (uploads land, a taken name gets a number, nothing is
+its preview; a PDF link shown in Chromium's own viewer; an upload-only link (uploads land, a taken name gets a number, nothing is
 listed); a read-write link (new folder, upload into it, delete); a phone-sized window. After
 each, what is on the server is read back over WebDAV with Basic. Exits non-zero on the first
 failure, naming it; no page may open a dialog, throw an uncaught error or receive a Basic
@@ -88,7 +88,33 @@ def png(width, height):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
+def pdf(text):
+    """A one-page PDF saying `text`, made here with its cross-reference table."""
+    stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for o in offsets:
+        out += f"{o:010d} 00000 n \n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
 PNG = png(2, 1)
+PDF = pdf("hello from a PDF")
+# Chromium's built-in PDF viewer extension.
+PDF_VIEWER = "chrome-extension://mhjfbmdgcfjbbpaeojofohoefgiehjai/"
 README = "hello from the link\n" * 40
 
 step("seed folders, files and links over WebDAV and OCS")
@@ -96,6 +122,7 @@ for folder in ["Shared", "Shared/sub", "Inbox", "Team"]:
     mkcol(folder)
 put("Shared/readme.txt", README.encode())
 put("Shared/pic.png", PNG)
+put("paper.pdf", PDF)
 put("Shared/sub/deep.txt", b"deep down")
 put(f"Shared/{XSS_NAME}", b"xss")
 put("Inbox/report.txt", b"the owner's report")
@@ -104,6 +131,7 @@ put("Team/old.txt", b"old")
 protected = share({"path": "/Shared", "shareType": 3, "permissions": 1, "password": LINK_PASSWORD})
 file_link = share({"path": "/Shared/readme.txt", "shareType": 3, "permissions": 1})
 image_link = share({"path": "/Shared/pic.png", "shareType": 3, "permissions": 1})
+pdf_link = share({"path": "/paper.pdf", "shareType": 3, "permissions": 1})
 drop_link = share({"path": "/Inbox", "shareType": 3, "permissions": 4})
 team_link = share({"path": "/Team", "shareType": 3, "permissions": 15})
 
@@ -183,6 +211,28 @@ with sync_playwright() as pw, tempfile.TemporaryDirectory() as tmp:
     page.goto(f"{BASE}/s/{image_link}")
     expect(page.locator(".preview-image")).to_be_visible()
     page.wait_for_function("() => document.querySelector('.preview-image').naturalWidth === 2")
+
+    step("a PDF link: shown in the browser's own viewer, framed by the page alone")
+    status, headers, raw = http("GET", f"/remote.php/dav/public-files/{pdf_link}/paper.pdf?inline=1")
+    check(status == 200 and raw == PDF, f"the inline PDF: {status}, {len(raw)} bytes")
+    check(headers.get("content-disposition", "").startswith("inline;"), f"inline PDF disposition: {headers}")
+    policy = headers.get("content-security-policy", "")
+    check("sandbox" not in policy and "frame-ancestors 'self'" in policy, f"inline PDF policy: {policy}")
+    status, headers, _ = http("GET", f"/remote.php/dav/public-files/{pdf_link}/paper.pdf")
+    check(headers.get("content-disposition", "").startswith("attachment;") and "sandbox" in headers.get("content-security-policy", ""), f"a PDF download: {headers}")
+    page.goto(f"{BASE}/s/{pdf_link}")
+    expect(page.locator("#file-name")).to_have_text("paper.pdf")
+    check(page.evaluate("navigator.pdfViewerEnabled"), "this Chromium has no PDF viewer")
+    expect(page.locator("iframe.preview-pdf")).to_have_attribute("title", "Preview of paper.pdf")
+    # Chromium's viewer (its built-in PDF extension) runs in a frame inside the PDF's own: it
+    # loaded there, neither blocked by a policy nor turned into a download.
+    viewer = []
+    for _ in range(150):
+        viewer = [f for f in page.frames if f.url.startswith(PDF_VIEWER) and f.parent_frame and "paper.pdf?inline=1" in f.parent_frame.url]
+        if viewer:
+            break
+        page.wait_for_timeout(100)
+    check(viewer, f"no PDF viewer in the preview; frames: {[f.url for f in page.frames]}")
 
     step("an upload-only link: uploads land, a taken name is kept, nothing is listed")
     page.goto(f"{BASE}/s/{drop_link}")

@@ -155,12 +155,17 @@ function showFile() {
   preview(link, `/${link.name}`);
 }
 
-/** A look at the file where the browser can show it safely: images, and text as text. */
+/** A look at the file where the browser can show it safely: images, text as text, and PDF
+ *  in the browser's own viewer where it has one. */
 async function preview(entry, path) {
   const box = $("preview");
   box.replaceChildren();
   if (entry.type.startsWith("image/")) {
     box.append(h("img", { src: fetchable(path), alt: `Preview of ${entry.name}`, class: "preview-image" }));
+    return;
+  }
+  if (entry.type === "application/pdf" && navigator.pdfViewerEnabled) {
+    box.append(h("iframe", { src: withAccess(`${linkUrl(path)}?inline=1`), title: `Preview of ${entry.name}`, class: "preview-pdf" }));
     return;
   }
   if (!(entry.type.startsWith("text/") || entry.type === "application/json")) {

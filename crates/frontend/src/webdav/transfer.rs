@@ -97,6 +97,8 @@ pub(super) async fn download(
         })?
         .into_inner();
     let node = transfer.node.unwrap_or_default();
+    let inline_pdf =
+        content_type(&node.name) == "application/pdf" && wants_inline(req.uri().query());
     let h = req.headers();
     let secs = node.mtime_ns.div_euclid(1_000_000_000);
     // RFC 9110 §13.2.2: If-Match, then If-None-Match (If-Modified-Since only without it).
@@ -167,14 +169,26 @@ pub(super) async fn download(
         header::CONTENT_TYPE,
         HeaderValue::from_static(content_type(&node.name)),
     );
-    if let Ok(v) = HeaderValue::from_str(&content_disposition(&node.name)) {
+    let mut disposition = content_disposition(&node.name);
+    if inline_pdf {
+        disposition = disposition.replacen("attachment", "inline", 1);
+    }
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
         hm.insert(header::CONTENT_DISPOSITION, v);
     }
     // Users' bytes come from the web app's origin: should a browser ever render one (an
     // HTML or SVG file opened in a tab), it runs no script and reaches nothing of the app.
+    // A PDF asked for inline is shown by the browser's own viewer, which a sandbox refuses
+    // to load: it may load only its own document as a plugin, and be framed only by arca's pages
+    // (the public-link page's preview); with `nosniff` nothing else is read as a PDF.
+    let policy = if inline_pdf {
+        "default-src 'none'; object-src 'self'; frame-ancestors 'self'"
+    } else {
+        "default-src 'none'; sandbox"
+    };
     hm.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; sandbox"),
+        HeaderValue::from_static(policy),
     );
     hm.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -186,6 +200,14 @@ pub(super) async fn download(
         hm.insert(HeaderName::from_static("oc-checksum"), v);
     }
     Ok(resp)
+}
+
+/// `?inline=1`: the file is to be shown in the page (a PDF preview), not saved.
+fn wants_inline(query: Option<&str>) -> bool {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .any(|pair| pair == "inline=1" || pair == "inline=true")
 }
 
 /// `Content-Disposition` of a download, as oCIS sends it (CLIENT_PROTOCOL.md §6): the exact
