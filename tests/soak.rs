@@ -109,35 +109,7 @@ async fn grouped_nats_through_every_restart_kind_fails_no_request() -> anyhow::R
     let log = soak_log_level();
     let mut d = NatsLayout::start(&log).await?;
     let soak = Soak::start(d.public(), EXAMPLE_BASIC, &SoakConfig::default(), "steady").await?;
-    let at = Instant::now();
-    hold(at).await;
-
-    for i in 0..2 {
-        soak.phase(&format!("SIGTERM storage-users-{}", i + 1));
-        let at = Instant::now();
-        d.stop_users(i, libc::SIGTERM).await?;
-        d.start_users(i, &log).await?;
-        hold(at).await;
-    }
-
-    soak.phase("SIGKILL storage-users-1");
-    let at = Instant::now();
-    d.stop_users(0, libc::SIGKILL).await?;
-    d.start_users(0, &log).await?;
-    hold(at).await;
-
-    soak.phase("frontend group replaced");
-    let at = Instant::now();
-    d.replace_frontend(&log).await?;
-    hold(at).await;
-
-    soak.phase("NATS down 20 s");
-    d.stop_nats().await?;
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    soak.phase("NATS back");
-    let at = Instant::now();
-    d.start_nats().await?;
-    hold(at).await;
+    d.restart_every_way(&soak, PHASE, &log).await?;
 
     let faults = faulty_phase(&soak, d.public()).await;
 

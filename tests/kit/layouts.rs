@@ -200,6 +200,44 @@ impl NatsLayout {
         Ok(())
     }
 
+    /// Every way the soak restarts this deployment under `soak`'s load, each its own phase of
+    /// at least `phase` (the load runs throughout: this is the phases' length, not a wait for
+    /// readiness): steady; SIGTERM of each storage-users and a start again; a SIGKILL of the
+    /// first; the frontend group replaced; NATS down 20 s; NATS back.
+    pub async fn restart_every_way(
+        &mut self,
+        soak: &crate::soak::Soak,
+        phase: Duration,
+        log_level: &str,
+    ) -> anyhow::Result<()> {
+        let hold = |since: Instant| tokio::time::sleep_until((since + phase).into());
+        hold(Instant::now()).await;
+        for i in 0..2 {
+            soak.phase(&format!("SIGTERM storage-users-{}", i + 1));
+            let at = Instant::now();
+            self.stop_users(i, libc::SIGTERM).await?;
+            self.start_users(i, log_level).await?;
+            hold(at).await;
+        }
+        soak.phase("SIGKILL storage-users-1");
+        let at = Instant::now();
+        self.stop_users(0, libc::SIGKILL).await?;
+        self.start_users(0, log_level).await?;
+        hold(at).await;
+        soak.phase("frontend group replaced");
+        let at = Instant::now();
+        self.replace_frontend(log_level).await?;
+        hold(at).await;
+        soak.phase("NATS down 20 s");
+        self.stop_nats().await?;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        soak.phase("NATS back");
+        let at = Instant::now();
+        self.start_nats().await?;
+        hold(at).await;
+        Ok(())
+    }
+
     /// Waits until storage-users `i` serves requests of the load or of `path` reads (a
     /// PROPFIND through the proxy now and then): the frontend knows it again.
     pub async fn until_serving(

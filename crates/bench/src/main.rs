@@ -25,6 +25,9 @@
 //! - `search`: the search service over 100,000 text files: the first index (files/s), name
 //!   queries one at a time (p50/p99), the time from a PUT to the file being findable, and the
 //!   process's memory with the index full beside it without search.
+//! - `soak`: config/grouped-nats (PostgreSQL, S3, NATS, two storage-users) under 17
+//!   keep-alive sync clients while every process is restarted, killed or replaced and NATS is
+//!   down: requests, failures and p99 per phase (target: 0 failed in ≥ 100,000).
 //! - `thumbnails`: previews per second of 4-megapixel JPEGs through the same binary with two
 //!   render workers, each a render from the source, then the same previews from the cache.
 //! - `web`: the web app in a real browser (Chromium driven by crates/bench/web.py): bytes of
@@ -36,7 +39,7 @@
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|search|thumbnails|web]` (default
+//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|search|soak|thumbnails|web]` (default
 //! `all`), in a release
 //! build.
 
@@ -44,6 +47,7 @@ mod auth;
 mod files;
 mod process;
 mod search;
+mod soak;
 mod split;
 mod thumbnails;
 mod transport;
@@ -54,7 +58,7 @@ mod wrk;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: arca-bench [all|transport|process|files|auth|split|undo|search|thumbnails|web]
+    "usage: arca-bench [all|transport|process|files|auth|split|undo|search|soak|thumbnails|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
@@ -62,13 +66,14 @@ const USAGE: &str =
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
   search     100,000 files: first index files/s, name query p50/p99, PUT to findable, memory
+  soak       config/grouped-nats through restarts, kills and a NATS outage: failures, p99
   thumbnails previews/s of 4 MP JPEGs with 2 render workers: rendered, then cached
   web        the web app in Chromium: first load bytes, first list, 10,000-entry folder, upload
   all        all of them, in this order (the default)";
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "transport",
     "process",
     "files",
@@ -76,6 +81,7 @@ const SECTIONS: [&str; 9] = [
     "split",
     "undo",
     "search",
+    "soak",
     "thumbnails",
     "web",
 ];
@@ -110,6 +116,7 @@ fn main() -> ExitCode {
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
             "search" => search::run(&mut targets),
+            "soak" => soak::run(&mut targets),
             "thumbnails" => thumbnails::run(&mut targets),
             "web" => web::run(&mut targets),
             other => Err(anyhow::anyhow!("no section {other}")),

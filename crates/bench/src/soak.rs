@@ -1,0 +1,101 @@
+//! The soak benchmark: config/grouped-nats (proxy; frontend + gateway + sharing;
+//! storage-system; two storage-users on one PostgreSQL and one S3 bucket; nats-server) run
+//! from `target/release/arca`, under [`CLIENTS`] keep-alive sync clients plus one moving 2 MiB
+//! bodies (tests/kit/soak.rs: overwrites of the same names, every GET compared, listings),
+//! for a fixed time per phase while the deployment is restarted every way tests/soak.rs
+//! restarts it, misbehaving clients included. Prints requests, failures and p99 per phase,
+//! then reads every acknowledged write back. Target: 0 failed requests in ≥ 100,000.
+//!
+//! `ARCA_BENCH_SOAK_PHASE` sets a phase's length in seconds (default 25: about 110,000
+//! requests in all on a 2-core machine).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, ensure};
+use arca_tests::layouts::{EXAMPLE_BASIC, NatsLayout, problems, soak_log_level};
+use arca_tests::soak::{Faults, Soak, SoakConfig};
+
+use crate::Targets;
+use crate::files::thousands;
+
+/// Keep-alive clients: twice the soak test's, for a release build.
+const CLIENTS: usize = 16;
+const PHASE: Duration = Duration::from_secs(25);
+/// The least number of requests the target asks for.
+const ENOUGH: u64 = 100_000;
+
+pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
+    crate::process::locate_arca("soak")?;
+    let phase = std::env::var("ARCA_BENCH_SOAK_PHASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(PHASE, Duration::from_secs);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let (requests, failed, wrong) = rt.block_on(soak(phase))?;
+    targets.check(
+        failed == 0 && wrong == 0 && requests >= ENOUGH,
+        &format!(
+            "soak: {failed} failed of {} requests, {wrong} writes read back wrong \
+             (0 failed in ≥ {})",
+            thousands(requests as f64),
+            thousands(ENOUGH as f64)
+        ),
+    );
+    Ok(())
+}
+
+/// The phases; (requests, failed requests, writes read back wrong).
+async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
+    let log = soak_log_level();
+    let started = Instant::now();
+    let mut d = NatsLayout::start(&log).await?;
+    println!(
+        "soak: config/grouped-nats started in {:.1?}; {CLIENTS} clients + 1 moving 2 MiB \
+         bodies, {phase:?} a phase",
+        started.elapsed()
+    );
+    let config = SoakConfig {
+        clients: CLIENTS,
+        ..SoakConfig::default()
+    };
+    let soak = Soak::start(d.public(), EXAMPLE_BASIC, &config, "steady").await?;
+    d.restart_every_way(&soak, phase, &log).await?;
+    let hold = |since: Instant| tokio::time::sleep_until((since + phase).into());
+    soak.phase("faulty clients");
+    let at = Instant::now();
+    let faults = Faults::start(d.public(), EXAMPLE_BASIC, "soak", 1000);
+    hold(at).await;
+    let (faulty, blamed) = faults.stop().await?;
+    soak.phase("steady again");
+    hold(Instant::now()).await;
+
+    let (report, verifier) = soak.stop().await?;
+    println!("{}", report.table());
+    println!(
+        "soak: faulty clients sent {faulty} misbehaving requests, {} answered as the \
+         server's fault",
+        blamed.len()
+    );
+    if report.totals().1 > 0 {
+        println!("{}", report.failure_sample(4));
+        // What the processes logged about it (their directories go with the layout).
+        println!("{}", problems(&d.servers(), 40));
+    }
+    let (read, wrong) = tokio::time::timeout(Duration::from_secs(300), verifier.verify())
+        .await
+        .context("the read-back did not end in time")??;
+    println!(
+        "soak: read back at the end: {read} names, {} wrong",
+        wrong.len()
+    );
+    let (requests, failed) = report.totals();
+    ensure!(
+        blamed.is_empty(),
+        "misbehaving clients got 5xx answers: {blamed:?}"
+    );
+    Ok((requests, failed, wrong.len()))
+}
