@@ -349,3 +349,107 @@ async fn a_get_that_cannot_be_continued_ends_in_an_error_never_short() {
     let ch = channel(vec![c]);
     assert!(get_blob(&ch).await.is_err());
 }
+
+/// The path of a gRPC call the tests' policy declares idempotent.
+const IDEMPOTENT_CALL: &str = "/arca.v1.Probe/Check";
+
+/// An endpoint answering gRPC calls at [`IDEMPOTENT_CALL`] and `/arca.v1.Probe/Write` with
+/// a 40 KB message and `grpc-status: 0` in its trailers; with `dies`, it sends the head and
+/// 8 KB of the message, then breaks off (an instance killed mid-answer).
+fn grpc_router(dies: bool, served: Arc<AtomicUsize>) -> Router {
+    let answer = move || {
+        let served = served.clone();
+        async move {
+            served.fetch_add(1, Ordering::SeqCst);
+            let message = Bytes::from(vec![7u8; 40_000]);
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+            let frames: Vec<Result<http_body::Frame<Bytes>, std::io::Error>> = if dies {
+                vec![
+                    Ok(http_body::Frame::data(message.slice(..8192))),
+                    Err(std::io::Error::other("the instance died")),
+                ]
+            } else {
+                vec![
+                    Ok(http_body::Frame::data(message)),
+                    Ok(http_body::Frame::trailers(trailers)),
+                ]
+            };
+            let stream = futures::stream::unfold(frames.into_iter(), |mut rest| async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                rest.next().map(|f| (f, rest))
+            });
+            http::Response::builder()
+                .header(header::CONTENT_TYPE, "application/grpc")
+                .body(Body::new(http_body_util::StreamBody::new(stream)))
+                .unwrap()
+        }
+    };
+    Router::new()
+        .route(IDEMPOTENT_CALL, axum::routing::post(answer.clone()))
+        .route("/arca.v1.Probe/Write", axum::routing::post(answer))
+}
+
+/// A gRPC call: its whole answer and trailers, or the error the channel or the body gave.
+async fn grpc_call(ch: &Channel, path: &str) -> Result<(Bytes, Option<HeaderMap>), String> {
+    let req = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/grpc")
+        .body(Body::from(Bytes::from_static(b"\0\0\0\0\0")))
+        .unwrap();
+    let resp = ch.clone().oneshot(req).await.map_err(|e| e.to_string())?;
+    let whole = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let trailers = whole.trailers().cloned();
+    Ok((whole.to_bytes(), trailers))
+}
+
+/// An idempotent gRPC call whose answer breaks off after its head is asked again of another
+/// endpoint and reaches the caller whole, trailers included; a call that is not idempotent
+/// is never sent twice, and its break reaches the caller as UNAVAILABLE.
+#[tokio::test]
+async fn an_idempotent_call_whose_answer_breaks_off_goes_to_another_endpoint() {
+    let (a, b) = (free_tcp(), free_tcp());
+    let (dead, alive) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let _sa = start(&a, grpc_router(true, dead.clone())).await;
+    let _sb = start(&b, grpc_router(false, alive.clone())).await;
+    let mut map = BTreeMap::new();
+    map.insert("svc".to_owned(), vec![a, b]);
+    let ch = Clients::new(
+        MemHub::new(),
+        Arc::new(StaticRegistry::new(&map)),
+        RetryPolicy {
+            max_buffered_body: 1 << 20,
+            idempotent_calls: &[IDEMPOTENT_CALL],
+            ..RetryPolicy::default()
+        },
+    )
+    .channel("svc");
+    for i in 0..40 {
+        let (body, trailers) = grpc_call(&ch, IDEMPOTENT_CALL)
+            .await
+            .unwrap_or_else(|e| panic!("call {i}: {e}"));
+        assert_eq!(body.len(), 40_000, "call {i}");
+        let status = trailers.as_ref().and_then(|t| t.get("grpc-status"));
+        assert_eq!(status.map(|v| v.as_bytes()), Some(&b"0"[..]), "call {i}");
+    }
+    assert!(
+        dead.load(Ordering::SeqCst) > 0,
+        "the dying endpoint was never tried"
+    );
+    let (before_dead, before_alive) = (dead.load(Ordering::SeqCst), alive.load(Ordering::SeqCst));
+    let mut broken = 0;
+    for _ in 0..20 {
+        if let Err(e) = grpc_call(&ch, "/arca.v1.Probe/Write").await {
+            // UNAVAILABLE ("try later"), never the bare h2 error tonic reports as INTERNAL.
+            assert!(e.contains("the answer broke off"), "{e}");
+            broken += 1;
+        }
+    }
+    let sent =
+        dead.load(Ordering::SeqCst) - before_dead + alive.load(Ordering::SeqCst) - before_alive;
+    assert_eq!(sent, 20, "a call that is not idempotent went twice");
+    assert!(broken > 0, "no write met the dying endpoint");
+}

@@ -44,6 +44,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response, header};
+use http_body_util::BodyExt as _;
 use tokio::sync::watch;
 use tower::ServiceExt;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -213,6 +214,17 @@ where
     }
 }
 
+/// Whether `req` is a gRPC call.
+fn is_grpc<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// The largest answer [`Inner::call_whole`] reads: above the largest Storage API answer a
+/// client takes (arca-proto's `MAX_STORAGE_ANSWER`, 128 MiB).
+const MAX_WHOLE_ANSWER: usize = 256 << 20;
+
 /// The `Retry-After` (seconds) of a 503 answered because no instance could take a request:
 /// about the time a restarting instance's callers need to learn where the others are.
 pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
@@ -235,7 +247,11 @@ impl Inner {
                 })
             }));
         }
+        if self.answered_whole(&req) {
+            return self.call_whole(req).await;
+        }
         let method = req.method().clone();
+        let grpc = is_grpc(&req);
         let again = Again {
             uri: req.uri().clone(),
             headers: req.headers().clone(),
@@ -244,9 +260,83 @@ impl Inner {
         let (head, body) = resp.into_parts();
         let body = match Promise::of(&method, &head) {
             Some(promise) => Body::new(Resuming::new(self.clone(), again, promise, body, from)),
+            // Any other gRPC answer that breaks off (a call that may not go twice, a stream)
+            // says UNAVAILABLE, "try later": tonic would report the bare h2 error as INTERNAL,
+            // and clients would hear 500 for an instance that died under their call.
+            None if grpc => Body::new(body.map_err(move |e| {
+                tonic::Status::unavailable(format!("{from}: the answer broke off: {e}"))
+            })),
             None => body,
         };
         Ok(Response::from_parts(head, body))
+    }
+
+    /// Whether `req` is a gRPC call its proto declares idempotent: [`Inner::call_whole`]
+    /// reads its answer to the end before passing it on.
+    fn answered_whole(&self, req: &Request<Body>) -> bool {
+        is_grpc(req) && self.policy.idempotent_calls.contains(&req.uri().path())
+    }
+
+    /// An idempotent gRPC call, answered whole. Its answer is one message (with its trailers)
+    /// that the stub decodes into memory anyway, so it is read to the end here: an answer
+    /// that breaks off after its head (the instance killed mid-answer) is then a failure like
+    /// one before the answer, and the call goes again to another endpoint within the retry
+    /// budget. Passed on as it was, that break reached the stub as an h2 error, which tonic
+    /// reports as INTERNAL: a client's PROPFIND answered 500 while an instance died.
+    async fn call_whole(
+        self: &Arc<Self>,
+        req: Request<Body>,
+    ) -> Result<Response<Body>, tonic::Status> {
+        let (parts, body) = req.into_parts();
+        let sent = body
+            .collect()
+            .await
+            .map_err(|e| caller_body(&e.to_string()))?
+            .to_bytes();
+        let mut broke: Option<Endpoint> = None;
+        let mut last_error = String::new();
+        for _ in 0..self.policy.max_attempts.max(1) {
+            let req = Request::from_parts(parts.clone(), Body::from(sent.clone()));
+            let (resp, from) = self.fetch(req, broke.clone()).await?;
+            let (head, body) = resp.into_parts();
+            match http_body_util::Limited::new(body, MAX_WHOLE_ANSWER)
+                .collect()
+                .await
+            {
+                Ok(whole) => {
+                    if let Some(first) = &broke {
+                        self.count_resume(first, "resumed-ok");
+                        tracing::info!(
+                            service = %self.service, from = %first, to = %from,
+                            error = %last_error, "an answer broke off; asked another endpoint"
+                        );
+                    }
+                    let trailers = whole.trailers().cloned();
+                    let frames = [
+                        Some(http_body::Frame::data(whole.to_bytes())),
+                        trailers.map(http_body::Frame::trailers),
+                    ];
+                    let frames = frames
+                        .into_iter()
+                        .flatten()
+                        .map(Ok::<_, std::convert::Infallible>);
+                    let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+                    return Ok(Response::from_parts(head, Body::new(body)));
+                }
+                Err(e) => {
+                    last_error = format!("{from}: the answer broke off: {e}");
+                    broke = Some(from);
+                    if !self.budget.withdraw() {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(last) = &broke {
+            self.count_resume(last, "resume-failed");
+        }
+        tracing::warn!(service = %self.service, error = %last_error, "internal call failed");
+        Err(tonic::Status::unavailable(last_error))
     }
 
     /// The request on a remote endpoint (not `avoid`, while another can take it), retried as
