@@ -367,6 +367,30 @@ impl Drop for FaultyS3 {
     }
 }
 
+/// Every service in this process with storage-users' blobs in `s3`'s bucket, reached
+/// through a [`FaultyS3`] (`breaks` as it takes it), `settings` on top.
+async fn behind_faulty_s3(
+    dir: &TempDir,
+    s3: &arca_tests::Moto,
+    breaks: bool,
+    settings: &[(&str, &str)],
+) -> anyhow::Result<(FaultyS3, InProcess)> {
+    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
+    let faulty = FaultyS3::start(upstream, breaks).await?;
+    let endpoint = format!("http://{}", faulty.addr);
+    let mut all = vec![
+        ("storage-users.blobs.kind", "s3"),
+        ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
+        ("storage-users.blobs.s3.bucket", "arca-blobs"),
+        ("storage-users.blobs.s3.region", "us-east-1"),
+        ("storage-users.blobs.s3.access_key_id", "test"),
+        ("storage-users.blobs.s3.secret_access_key", "test"),
+    ];
+    all.extend_from_slice(settings);
+    let server = InProcess::ready(dir, PASSWORD, &all).await?;
+    Ok((faulty, server))
+}
+
 /// One request through the proxy: broken as the schedule says, else sent upstream.
 async fn forward(
     req: hyper::Request<hyper::body::Incoming>,
@@ -422,22 +446,7 @@ async fn forward(
 async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
     let dir = TempDir::new();
     let s3 = arca_tests::Moto::start(&["arca-blobs"]).await?;
-    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
-    let faulty = FaultyS3::start(upstream, true).await?;
-    let endpoint = format!("http://{}", faulty.addr);
-    let server = InProcess::ready(
-        &dir,
-        PASSWORD,
-        &[
-            ("storage-users.blobs.kind", "s3"),
-            ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
-            ("storage-users.blobs.s3.bucket", "arca-blobs"),
-            ("storage-users.blobs.s3.region", "us-east-1"),
-            ("storage-users.blobs.s3.access_key_id", "test"),
-            ("storage-users.blobs.s3.secret_access_key", "test"),
-        ],
-    )
-    .await?;
+    let (faulty, server) = behind_faulty_s3(&dir, &s3, true, &[]).await?;
     let addr = server.public.clone();
     make_client_folders(&addr).await?;
     let (ok, unavailable, failures) = under_load(&addr, async {
@@ -470,24 +479,11 @@ async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
 async fn a_frozen_s3_is_a_bounded_wait_then_503() -> anyhow::Result<()> {
     let dir = TempDir::new();
     let s3 = arca_tests::Moto::start(&["arca-blobs"]).await?;
-    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
-    let faulty = FaultyS3::start(upstream, false).await?;
-    let endpoint = format!("http://{}", faulty.addr);
-    let server = InProcess::ready(
-        &dir,
-        PASSWORD,
-        &[
-            ("storage-users.blobs.kind", "s3"),
-            ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
-            ("storage-users.blobs.s3.bucket", "arca-blobs"),
-            ("storage-users.blobs.s3.region", "us-east-1"),
-            ("storage-users.blobs.s3.access_key_id", "test"),
-            ("storage-users.blobs.s3.secret_access_key", "test"),
-            ("storage-users.blobs.s3.read_timeout", "1s"),
-            ("storage-users.database_retry", "2s"),
-        ],
-    )
-    .await?;
+    let settings = [
+        ("storage-users.blobs.s3.read_timeout", "1s"),
+        ("storage-users.database_retry", "2s"),
+    ];
+    let (faulty, server) = behind_faulty_s3(&dir, &s3, false, &settings).await?;
     let addr = server.public.clone();
     make_client_folders(&addr).await?;
     let frozen = faulty.frozen.clone();

@@ -33,17 +33,20 @@ struct Shared {
 }
 
 impl Changes {
-    /// `space_id`'s tree changed.
-    pub(crate) fn mark(&self, space_id: &str) {
-        let fresh = self
+    /// The space `space` (the store's id) changed. A write to a space already marked costs a
+    /// set lookup, no allocation.
+    pub(crate) fn mark(&self, space: &str) {
+        let mut marked = self
             .shared
             .marked
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(space_id.to_owned());
-        if fresh {
-            self.shared.marked_some.notify_one();
+            .unwrap_or_else(PoisonError::into_inner);
+        if marked.contains(space) {
+            return;
         }
+        marked.insert(space.to_owned());
+        drop(marked);
+        self.shared.marked_some.notify_one();
     }
 
     fn take(&self) -> HashSet<String> {
@@ -61,6 +64,8 @@ impl Changes {
 pub(crate) struct HintWorker {
     pub(crate) changes: Changes,
     pub(crate) bus: Arc<dyn EventBus>,
+    /// The provider's name, which a hinted space id carries (`PROVIDER$SPACE`).
+    pub(crate) provider: &'static str,
 }
 
 impl Worker for HintWorker {
@@ -83,7 +88,8 @@ impl Worker for HintWorker {
     fn work(&mut self) -> BoxFuture<'_, Result<State, ServiceError>> {
         Box::pin(async {
             for space in self.changes.take() {
-                self.bus.hint(arca_proto::HINT_SPACE_CHANGED, &space).await;
+                let id = arca_proto::ids::space_id(self.provider, &space);
+                self.bus.hint(arca_proto::HINT_SPACE_CHANGED, &id).await;
             }
             tokio::time::sleep(GAP).await;
             Ok(State::Idle)

@@ -207,6 +207,7 @@ impl Service for StorageUsers {
             ctx.spawn_worker(hints::HintWorker {
                 changes: changes.clone(),
                 bus: ctx.bus().clone(),
+                provider: PROVIDER,
             });
             let provider = provider::Provider {
                 name: PROVIDER,

@@ -468,8 +468,7 @@ impl Provider {
 
     /// `space` (the store's id) changed: hinted to the search crawler (see `crate::hints`).
     pub(crate) fn changed(&self, space: &str) {
-        self.changes
-            .mark(&arca_proto::ids::space_id(self.name, space));
+        self.changes.mark(space);
     }
 
     pub(crate) fn node_message(&self, node: &StoreNode, path: String, owner: &str) -> Node {
