@@ -153,6 +153,16 @@ async fn timed_load<F: std::future::Future<Output = anyhow::Result<()>>>(
     ))
 }
 
+/// A new file `name` in admin's files holding `body`: created (201), then read back whole.
+async fn written_and_read_back(addr: &str, name: &str, body: &str) -> anyhow::Result<()> {
+    let path = format!("/remote.php/dav/files/admin/{name}");
+    let r = send_as(addr, &auth(), "PUT", &path, &[], body.to_owned()).await?;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = send_as(addr, &auth(), "GET", &path, &[], "").await?;
+    assert_eq!((r.status, r.text().as_str()), (200, body));
+    Ok(())
+}
+
 /// The folder each load client writes in.
 async fn make_client_folders(addr: &str) -> anyhow::Result<()> {
     for id in 0..CLIENTS {
@@ -277,26 +287,7 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
     );
     assert!(unavailable > 0, "nothing heard 503 through a 6 s outage");
     // And after it, every kind of request works.
-    let r = send_as(
-        &addr,
-        &auth(),
-        "PUT",
-        "/remote.php/dav/files/admin/after.txt",
-        &[],
-        "back",
-    )
-    .await?;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let r = send_as(
-        &addr,
-        &auth(),
-        "GET",
-        "/remote.php/dav/files/admin/after.txt",
-        &[],
-        "",
-    )
-    .await?;
-    assert_eq!((r.status, r.text().as_str()), (200, "back"));
+    written_and_read_back(&addr, "after.txt", "back").await?;
     drop(server);
     drop(pg);
     Ok(())
@@ -514,26 +505,7 @@ async fn a_frozen_s3_is_a_bounded_wait_then_503() -> anyhow::Result<()> {
         "a request waited {slowest:?} on a frozen S3"
     );
     // After the thaw: written and read back, as before the freeze.
-    let r = send_as(
-        &addr,
-        &auth(),
-        "PUT",
-        "/remote.php/dav/files/admin/thawed.txt",
-        &[],
-        "thawed",
-    )
-    .await?;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let r = send_as(
-        &addr,
-        &auth(),
-        "GET",
-        "/remote.php/dav/files/admin/thawed.txt",
-        &[],
-        "",
-    )
-    .await?;
-    assert_eq!((r.status, r.text().as_str()), (200, "thawed"));
+    written_and_read_back(&addr, "thawed.txt", "thawed").await?;
     drop(server);
     Ok(())
 }
