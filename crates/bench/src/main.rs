@@ -15,6 +15,8 @@
 //!   It installs what it drives (`wrk`, `apache2`, `nginx-extras`) with apt-get when missing.
 //! - `auth`: 4 KiB GETs through the same binary with HTTP Basic and with an OIDC Bearer token
 //!   from a small issuer started in the run, side by side, with the Bearer/Basic ratio.
+//! - `logins`: 10,000 first logins at once (OIDC Bearer tokens of new users) through the same
+//!   binary: wall time, p50/p99, database work per login.
 //! - `split`: the same WebDAV workload (4 KiB GET, PROPFIND Depth 1 on a small folder, 16
 //!   connections) on three deployments of that binary started side by side — one process
 //!   (`mem://`), one pod of four processes over Unix sockets, four processes over TCP — with
@@ -39,12 +41,13 @@
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|split|undo|search|soak|thumbnails|web]` (default
+//! Usage: `arca-bench [all|transport|process|files|auth|logins|split|undo|search|soak|thumbnails|web]` (default
 //! `all`), in a release
 //! build.
 
 mod auth;
 mod files;
+mod logins;
 mod process;
 mod search;
 mod soak;
@@ -58,11 +61,12 @@ mod wrk;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: arca-bench [all|transport|process|files|auth|split|undo|search|soak|thumbnails|web]
+    "usage: arca-bench [all|transport|process|files|auth|logins|split|undo|search|soak|thumbnails|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
   auth       4 KiB GET with Basic vs an OIDC Bearer token through target/release/arca
+  logins     10,000 first OIDC logins at once: wall time, p99, database work per login
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
   search     100,000 files: first index files/s, name query p50/p99, PUT to findable, memory
@@ -73,11 +77,12 @@ const USAGE: &str =
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "transport",
     "process",
     "files",
     "auth",
+    "logins",
     "split",
     "undo",
     "search",
@@ -113,6 +118,7 @@ fn main() -> ExitCode {
             "process" => process::run(&mut targets),
             "files" => files::run(&mut targets),
             "auth" => auth::run(&mut targets),
+            "logins" => logins::run(&mut targets),
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
             "search" => search::run(&mut targets),

@@ -385,10 +385,11 @@ const OIDC_PROVISIONING: Part<WorkLimits> = Part {
             /// their turn.
             "concurrency" = "8";
             /// Users created from OIDC claims per second at most by this proxy, so a burst of
-            /// first logins does not swamp storage-system.
-            "rate" = "100";
+            /// first logins does not swamp storage-system (a creation is one write
+            /// transaction: 10,000 first logins at once take about 10 s at this rate).
+            "rate" = "1000";
             /// Users that may be created at once above the rate after a quiet time.
-            "burst" = "200";
+            "burst" = "1000";
         })
     },
     read: work_limits,
@@ -402,10 +403,10 @@ const SPACE_PROVISIONING: Part<WorkLimits> = Part {
             /// their turn. Concurrent first requests of one user create one space.
             "concurrency" = "8";
             /// Personal spaces created per second at most, so a burst of first logins does not
-            /// swamp the database.
-            "rate" = "100";
+            /// swamp the database (a creation is one write transaction).
+            "rate" = "1000";
             /// Personal spaces that may be created at once above the rate after a quiet time.
-            "burst" = "200";
+            "burst" = "1000";
         })
     },
     read: work_limits,
@@ -2256,8 +2257,8 @@ storage-users:
         let config = Config::default();
         let defaults = crate::WorkLimits {
             concurrency: 8,
-            rate: 100,
-            burst: 200,
+            rate: 1000,
+            burst: 1000,
         };
         assert_eq!(config.storage_users.provisioning, Some(defaults));
         assert_eq!(config.storage_system.provisioning, None);
@@ -2278,7 +2279,7 @@ storage-users:
             users.provisioning,
             Some(crate::WorkLimits {
                 concurrency: 2,
-                rate: 100,
+                rate: 1000,
                 burst: 1
             })
         );

@@ -9,14 +9,18 @@ use std::sync::Arc;
 
 use arca_runtime::limit::count_provisioning;
 use arca_runtime::{Flight, Limiter, Limits, SingleFlight};
-use arca_store_files::{Space, Store};
+use arca_store_files::{Node, Space, Store};
 use tonic::Status;
+
+/// A personal space as [`Homes::create`] found or made it: the space, its root, and whether
+/// this creation made it (a root made just now has no properties yet).
+pub(crate) type Created = (Space, Node, bool);
 
 #[derive(Clone)]
 pub(crate) struct Homes {
     store: Store,
     limiter: Limiter,
-    flights: Arc<SingleFlight<String, Result<Space, Status>>>,
+    flights: Arc<SingleFlight<String, Result<Created, Status>>>,
 }
 
 impl Homes {
@@ -38,15 +42,21 @@ impl Homes {
         {
             return Ok(space);
         }
+        Ok(self.create(owner).await?.0)
+    }
+
+    /// Creates the personal space of `owner`, for a caller that just looked for it and found
+    /// none (looking again would be one more read per first login).
+    pub(crate) async fn create(&self, owner: &str) -> Result<Created, Status> {
         let started = std::time::SystemTime::now();
         let (result, flight) = self
             .flights
             .run(owner.to_owned(), || {
-                // Looks again before creating (`personal_space` does): a run that ended just
-                // before this one began has made it.
+                // A run that ended just before this one began has made it: the create then
+                // meets the unique owner index and returns that space.
                 self.limiter.run(async {
                     self.store
-                        .personal_space(owner)
+                        .create_personal_space(owner)
                         .await
                         .map_err(|e| e.status())
                 })
@@ -57,7 +67,7 @@ impl Homes {
             match (&result, flight) {
                 (Err(_), _) => "failed",
                 // A run that began after another ended finds the space that one made.
-                (Ok(space), Flight::Led) if space.created < started => "found",
+                (Ok((space, ..)), Flight::Led) if space.created < started => "found",
                 (Ok(_), Flight::Led) => "provisioned",
                 (Ok(_), Flight::Joined) => "joined",
             },

@@ -287,6 +287,17 @@ impl Provider {
         who: &Identity,
         r: Option<&Ref>,
     ) -> Result<(StoreSpace, StoreNode, String, Perm), Status> {
+        let (space, node, path, perm, _) = self.resolve_fresh(who, r).await?;
+        Ok((space, node, path, perm))
+    }
+
+    /// [`resolve_perm`](Self::resolve_perm), and whether the node is the root of a home this
+    /// very call created (a first login): nothing is stored under or about it yet.
+    async fn resolve_fresh(
+        &self,
+        who: &Identity,
+        r: Option<&Ref>,
+    ) -> Result<(StoreSpace, StoreNode, String, Perm, bool), Status> {
         let r = r.ok_or_else(|| ErrorKind::InvalidArgument.status("missing reference"))?;
         let not_found = || ErrorKind::NotFound.status("no such resource");
         if !r.node_id.is_empty() {
@@ -303,7 +314,7 @@ impl Provider {
             let access = self.check_access(who, &space).await?;
             let path = self.store.path_of(node_id).await.map_err(|e| e.status())?;
             let perm = access.at(&path).ok_or_else(not_found)?;
-            return Ok((space, node, path, perm));
+            return Ok((space, node, path, perm, false));
         }
         if r.space_id.is_empty() && principals::is_user(&who.id) {
             // The caller's own home, where a client's plain paths point: its owner may do
@@ -316,7 +327,13 @@ impl Provider {
                 .await
                 .map_err(|e| e.status())?
             {
-                return Ok((space, node, path, grants::Perm::OWNER));
+                return Ok((space, node, path, grants::Perm::OWNER, false));
+            }
+            if path == "/" {
+                // The root is missing only where the home is (a first login): that lookup
+                // was the one `Homes::get` makes, so create at once, root included.
+                let (space, root, fresh) = self.homes.create(&who.id).await?;
+                return Ok((space, root, path, grants::Perm::OWNER, fresh));
             }
         }
         let (space, access) = self.space_access(who, &r.space_id).await?;
@@ -329,7 +346,7 @@ impl Provider {
             .resolve(&space.id, &path)
             .await
             .map_err(|e| e.status())?;
-        Ok((space, node, path, perm))
+        Ok((space, node, path, perm, false))
     }
 
     /// (space, parent directory, name, full path) for a reference to something to create or
@@ -674,14 +691,14 @@ impl Storage for Provider {
     async fn stat(&self, req: Request<StatRequest>) -> Result<Response<Node>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm, fresh) = self.resolve_fresh(who, r.r#ref.as_ref()).await?;
         // A shared node itself may be stat'ed with any grant on it (an upload-only link
         // must find where it uploads to); everything else needs read.
         if !perm.at_root {
             perm.need(grants::READ)?;
         }
         let mut message = self
-            .to_proto(&space, &node, path.clone(), r.with_props)
+            .to_proto(&space, &node, path.clone(), r.with_props && !fresh)
             .await?;
         message.shared_permissions = shared_bits(&perm, &space, who);
         if r.with_locks {
@@ -693,10 +710,10 @@ impl Storage for Provider {
     async fn list(&self, req: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
         let who = caller(&req)?;
         let r = req.get_ref();
-        let (space, node, path, perm) = self.resolve_perm(who, r.r#ref.as_ref()).await?;
+        let (space, node, path, perm, fresh) = self.resolve_fresh(who, r.r#ref.as_ref()).await?;
         perm.need(grants::READ)?;
         let mut this = self
-            .to_proto(&space, &node, path.clone(), r.with_props)
+            .to_proto(&space, &node, path.clone(), r.with_props && !fresh)
             .await?;
         this.shared_permissions = shared_bits(&perm, &space, who);
         let locks = if r.with_locks {

@@ -248,14 +248,28 @@ impl Store {
         if let Some(space) = self.find_personal(owner).await? {
             return Ok(space);
         }
+        Ok(self.create_personal_space(owner).await?.0)
+    }
+
+    /// Creates the user's personal space, or finds the one another caller made first (the
+    /// unique index on personal owners decides), for callers that looked for it themselves
+    /// ([`Store::find_personal_space`], [`Store::resolve_personal`]): one write transaction,
+    /// plus one read when it lost that race. With the space comes its root, and whether this
+    /// call made it (a root made here has no properties yet).
+    pub async fn create_personal_space(&self, owner: &str) -> Result<(Space, Node, bool)> {
         let quota = self.inner.default_personal_quota;
         match self
             .create_space(SpaceKind::Personal, owner, owner, quota)
             .await
         {
-            Ok(space) => Ok(space),
+            Ok((space, root)) => Ok((space, root, true)),
             Err(e) if e.is_unique_violation() => {
-                self.find_personal(owner).await?.ok_or(StoreError::NotFound)
+                let space = self
+                    .find_personal(owner)
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+                let root = self.resolve(&space.id, "").await?;
+                Ok((space, root, false))
             }
             Err(e) => Err(e),
         }
@@ -268,8 +282,10 @@ impl Store {
         owner: &str,
         quota: Option<u64>,
     ) -> Result<Space> {
-        self.create_space(SpaceKind::Project, owner, name, quota)
-            .await
+        Ok(self
+            .create_space(SpaceKind::Project, owner, name, quota)
+            .await?
+            .0)
     }
 
     /// The user's personal space if it exists: one read, never a write. Callers that bound
@@ -297,7 +313,7 @@ impl Store {
         owner: &str,
         name: &str,
         quota: Option<u64>,
-    ) -> Result<Space> {
+    ) -> Result<(Space, Node)> {
         let id = new_id();
         let quota = quota.map(db_size).transpose()?;
         let mut w = self.db().begin_write().await?;
@@ -340,11 +356,14 @@ impl Store {
                 .execute(&mut *c)
                 .await?;
             }
-            Ok(())
+            // Read back in the same transaction: a first login costs one unit of database
+            // work here, not a write and two reads.
+            let space = get_space(c, &id).await?;
+            let root = get_node(c, &id).await?.ok_or(StoreError::NotFound)?;
+            Ok((space, root))
         }
         .await;
-        w.finish(r).await?;
-        self.space(&id).await
+        w.finish(r).await
     }
 
     /// A space by id.
