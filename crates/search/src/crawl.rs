@@ -237,6 +237,12 @@ impl Crawler {
             self.index.set_disabled(&space.id, false).await?;
             return Ok(Walk::Done);
         }
+        if known.is_none() && space.empty {
+            // A space never indexed with nothing in it (most often a home made at a first
+            // login): nothing to list. What is added later moves the etag recorded here.
+            self.index.set_space(&space.id, &space.etag, false).await?;
+            return Ok(Walk::Done);
+        }
         match self.walk_space(&space.id, &space.root_id).await {
             Ok(Walk::Done) => self.index.set_space(&space.id, &space.etag, false).await?,
             Ok(Walk::Stopped) => return Ok(Walk::Stopped),

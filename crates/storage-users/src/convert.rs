@@ -23,6 +23,7 @@ pub(crate) fn space(provider: &str, s: &Space) -> v1::Space {
         etag: s.etag.clone(),
         mtime_ns: nanos(s.created),
         provider: provider.to_owned(),
+        empty: s.empty,
         // The drive details (description, alias, root mtime) cost a query of their own: the
         // provider adds them where they are asked for.
         ..Default::default()

@@ -148,10 +148,12 @@ pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreE
     })
 }
 
-/// Space columns joined with the root node, in the order [`space_from_row`] reads them.
+/// Space columns joined with the root node, in the order [`space_from_row`] reads them
+/// (store.rs's `SPACE_COLS` counts them: keep it in step).
 macro_rules! space_cols {
     () => {
-        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag, s.disabled"
+        "s.id, s.kind, s.owner, s.name, s.quota, s.created, n.size, n.etag, s.disabled, \
+         CAST(CASE WHEN EXISTS (SELECT 1 FROM nodes root_entry WHERE root_entry.parent_id = s.id) THEN 1 ELSE 0 END AS BIGINT)"
     };
 }
 pub(crate) use space_cols;
@@ -174,5 +176,6 @@ pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
         etag: row.try_get(7)?,
         created: from_ns(row.try_get(5)?),
         disabled: row.try_get::<Option<i64>, _>(8)?.map(from_ns),
+        empty: row.try_get::<i64, _>(9)? == 0,
     })
 }

@@ -50,6 +50,9 @@ pub struct Space {
     pub created: SystemTime,
     /// When a project space was disabled (its members lose it until it is restored).
     pub disabled: Option<SystemTime>,
+    /// Nothing in the root (one index probe in the statement that reads the space): a new
+    /// space, which the search crawler then need not list.
+    pub empty: bool,
 }
 
 impl Space {

@@ -797,7 +797,7 @@ fn resolve_sql_from(depth: usize, from_root: bool) -> String {
 }
 
 /// How many columns `space_cols!` selects.
-const SPACE_COLS: usize = 9;
+const SPACE_COLS: usize = 10;
 
 /// The file of a `sqlite://FILE?…` URL; `None` for an in-memory database or PostgreSQL.
 fn sqlite_path(url: &str) -> Option<&std::path::Path> {
@@ -932,7 +932,9 @@ fn entry_sql(depth: usize) -> String {
     } else {
         format!("n{depth}")
     };
-    let (select, rest) = base.split_once(" FROM ").unwrap_or((base.as_str(), ""));
+    // The statement's own FROM (space_cols! holds a subquery with a FROM of its own).
+    const FROM: &str = " FROM spaces s ";
+    let (select, rest) = base.split_once(FROM).unwrap_or((base.as_str(), ""));
     let (joins, filter) = rest.split_once(" WHERE ").unwrap_or((rest, ""));
     let mut sql = String::from(select);
     for col in node_cols!().split(", ") {
@@ -940,7 +942,8 @@ fn entry_sql(depth: usize) -> String {
         sql.push_str(col);
     }
     // count(*), not EXISTS: an integer on both databases (EXISTS is a bool on PostgreSQL).
-    sql.push_str(", (SELECT count(*) FROM locks l WHERE l.space_id = s.id) FROM ");
+    sql.push_str(", (SELECT count(*) FROM locks l WHERE l.space_id = s.id)");
+    sql.push_str(FROM);
     sql.push_str(joins);
     sql.push_str(&format!(
         " LEFT JOIN nodes c ON c.parent_id = {last}.id AND c.name = ${} WHERE ",

@@ -1145,6 +1145,14 @@ pub async fn personal_space_idempotent(ctx: &Ctx) {
     assert_eq!(space.used, 0);
     let root = s.stat(&space.root_id).await.unwrap();
     assert!(root.is_root() && root.is_dir());
+    // `empty` (what lets the search crawler skip a new home) holds until the root has an
+    // entry, an empty folder included, and again once the last one is gone.
+    assert!(space.empty);
+    let dir = s.mkdir(&space.root_id, "d").await.unwrap();
+    let listed = s.list_spaces(Some("wendy")).await.unwrap();
+    assert!(listed.iter().all(|sp| !sp.empty), "{listed:?}");
+    s.delete(&dir.id).await.unwrap();
+    assert!(s.space(&id).await.unwrap().empty);
     s.create_project_space("p", "wendy", Some(10))
         .await
         .unwrap();
