@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use arca_tests::{HttpResponse, InProcess, TempDir, pattern, send, send_as};
+use arca_tests::{HttpResponse, InProcess, Postgres, TempDir, pattern, send, send_as};
 use base64::Engine as _;
 
 const PASSWORD: &str = "disks-secret";
@@ -335,80 +335,135 @@ async fn a_full_data_disk_refuses_with_507_and_everything_goes_on_once_it_grows(
 #[tokio::test]
 async fn a_full_database_disk_refuses_whole_batches_and_loses_no_acknowledged_write()
 -> anyhow::Result<()> {
-    const CLIENTS: usize = 8;
     let dir = TempDir::new();
     let db_dir = dir.join("db");
     let disk = SmallDisk::mount(db_dir.clone(), 64 * MIB as u64)?;
     let url = format!("sqlite://{}?mode=rwc", db_dir.join("files.db").display());
-    let settings = [("storage-users.database", url.as_str())];
-    let d = start(&dir, &settings).await?;
-    let a = d.public.clone();
-    for c in 0..CLIENTS {
-        let r = dav(&a, "MKCOL", &format!("{ROOT}/c{c}"), &[], "").await?;
-        ensure!(r.status == 201, "MKCOL: {}", r.status);
-    }
-    // A little room above what the database holds now.
-    let used = disk.used()?;
-    disk.resize(used + 768 * 1024)?;
-
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let a = a.clone();
-            tokio::spawn(async move {
-                let mut acked = Acknowledged::default();
-                // Small bodies: each is mostly rows in the database.
-                let sizes = [4_096, 1_000, 16_384];
-                let refused = fill(
-                    &a,
-                    &format!("{ROOT}/c{c}"),
-                    &sizes,
-                    4,
-                    &mut acked,
-                    Duration::from_secs(90),
-                )
-                .await?;
-                anyhow::Ok((acked, refused))
-            })
-        })
-        .collect();
-    let mut acked = Acknowledged::default();
-    let mut refused = 0;
-    for c in clients {
-        let (mine, n) = tokio::time::timeout(Duration::from_secs(120), c).await???;
-        acked.0.extend(mine.0);
-        refused += n;
-    }
-    eprintln!(
-        "database disk full: {} files acknowledged, {refused} PUTs refused with 507",
-        acked.0.len()
-    );
-    acked.verify(&a, "while the database disk is full").await?;
-    let r = dav(
-        &a,
-        "PROPFIND",
-        &format!("{ROOT}/c0/"),
-        &[("depth", "1")],
-        "",
-    )
-    .await?;
-    ensure!(r.status == 207, "a listing while full: {}", r.status);
-
-    disk.resize(64 * MIB as u64)?;
-    let more = pattern(10_000, 99);
-    let r = dav(&a, "PUT", &format!("{ROOT}/c0/more.bin"), &[], more.clone()).await?;
-    ensure!(
-        r.status == 201,
-        "a PUT once the disk grew: {} {}",
-        r.status,
-        r.text()
-    );
-    acked.0.insert(format!("{ROOT}/c0/more.bin"), more);
-    d.stop().await?;
-    let d = start(&dir, &settings).await?;
-    acked.verify(&d.public, "after a restart").await?;
-    d.stop().await?;
+    let full = FullDatabase {
+        clients: 8,
+        room: 768 * 1024,
+        roomy: 64 * MIB as u64,
+    };
+    full.run(&dir, &disk, &url, async { Ok(()) }).await?;
     drop(disk);
     Ok(())
+}
+
+/// PostgreSQL's data directory on a small disk: once the server cannot extend a table or an
+/// index (SQLSTATE 53100 disk_full) every PUT is refused with 507 and nothing else, nothing
+/// acknowledged is lost, reads go on, and once the disk grows writes do too. The WAL is given
+/// a fresh segment before the disk is cut down, as a server that has been running has: what
+/// runs out is the room tables grow into, not the WAL's (which PostgreSQL answers by stopping).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgresql_disk_refuses_with_507_and_loses_no_acknowledged_write()
+-> anyhow::Result<()> {
+    let dir = TempDir::new();
+    // `Postgres::start` keeps its data in DIR/pg: the small disk is mounted there first.
+    let disk = SmallDisk::mount(dir.join("pg"), 256 * MIB as u64)?;
+    let pg = Postgres::start(&dir).await?;
+    let url = pg.durable_database().await?;
+    let full = FullDatabase {
+        clients: 4,
+        room: 512 * 1024,
+        roomy: 256 * MIB as u64,
+    };
+    full.run(&dir, &disk, &url, pg.switch_wal()).await?;
+    drop(pg);
+    drop(disk);
+    Ok(())
+}
+
+/// A metadata database (`storage-users.database`) on a disk that fills under concurrent small
+/// PUTs and then grows.
+struct FullDatabase {
+    clients: usize,
+    /// Bytes left free on the disk once the clients' folders exist.
+    room: u64,
+    /// The disk's size again after.
+    roomy: u64,
+}
+
+impl FullDatabase {
+    /// Each client PUTs until its PUTs are refused with 507 four times in a row (any other
+    /// answer fails); then every acknowledged file is read back, a listing works, the disk
+    /// grows, a PUT is taken, and after a restart every acknowledged file reads back again.
+    /// `before_cut` runs just before the disk is cut down to `room`.
+    async fn run(
+        &self,
+        dir: &TempDir,
+        disk: &SmallDisk,
+        database: &str,
+        before_cut: impl std::future::Future<Output = anyhow::Result<()>>,
+    ) -> anyhow::Result<()> {
+        let settings = [("storage-users.database", database)];
+        let d = start(dir, &settings).await?;
+        let a = d.public.clone();
+        for c in 0..self.clients {
+            let r = dav(&a, "MKCOL", &format!("{ROOT}/c{c}"), &[], "").await?;
+            ensure!(r.status == 201, "MKCOL: {}", r.status);
+        }
+        before_cut.await?;
+        let used = disk.used()?;
+        disk.resize(used + self.room)?;
+
+        let clients: Vec<_> = (0..self.clients)
+            .map(|c| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    let mut acked = Acknowledged::default();
+                    // Small bodies: each is mostly rows in the database.
+                    let sizes = [4_096, 1_000, 16_384];
+                    let refused = fill(
+                        &a,
+                        &format!("{ROOT}/c{c}"),
+                        &sizes,
+                        4,
+                        &mut acked,
+                        Duration::from_secs(90),
+                    )
+                    .await?;
+                    anyhow::Ok((acked, refused))
+                })
+            })
+            .collect();
+        let mut acked = Acknowledged::default();
+        let mut refused = 0;
+        for c in clients {
+            let (mine, n) = tokio::time::timeout(Duration::from_secs(120), c).await???;
+            acked.0.extend(mine.0);
+            refused += n;
+        }
+        eprintln!(
+            "database disk full: {} files acknowledged, {refused} PUTs refused with 507",
+            acked.0.len()
+        );
+        acked.verify(&a, "while the database disk is full").await?;
+        let r = dav(
+            &a,
+            "PROPFIND",
+            &format!("{ROOT}/c0/"),
+            &[("depth", "1")],
+            "",
+        )
+        .await?;
+        ensure!(r.status == 207, "a listing while full: {}", r.status);
+
+        disk.resize(self.roomy)?;
+        let more = pattern(10_000, 99);
+        let r = dav(&a, "PUT", &format!("{ROOT}/c0/more.bin"), &[], more.clone()).await?;
+        ensure!(
+            r.status == 201,
+            "a PUT once the disk grew: {} {}",
+            r.status,
+            r.text()
+        );
+        acked.0.insert(format!("{ROOT}/c0/more.bin"), more);
+        d.stop().await?;
+        let d = start(dir, &settings).await?;
+        acked.verify(&d.public, "after a restart").await?;
+        d.stop().await?;
+        Ok(())
+    }
 }
 
 /// Only the blob store's disk is small: PUTs are refused with 507 once it is full while the

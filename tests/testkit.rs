@@ -988,6 +988,11 @@ impl Postgres {
     pub async fn durable_database(&self) -> anyhow::Result<String> {
         Ok(self._server.fresh_durable_database().await?)
     }
+
+    /// See [`arca_test_servers::Postgres::switch_wal`].
+    pub async fn switch_wal(&self) -> anyhow::Result<()> {
+        Ok(self._server.switch_wal().await?)
+    }
 }
 
 /// moto's S3 server ([`arca_test_servers::Moto`]) with the buckets a test asked for; killed

@@ -245,6 +245,14 @@ impl Postgres {
         Ok(url)
     }
 
+    /// Starts a new WAL segment and checkpoints into it (`pg_switch_wal()`, `CHECKPOINT`): the
+    /// segment's 16 MiB are written now and the old ones recycled as the next, so a test that
+    /// fills the disk next meets tables and indexes that cannot grow (SQLSTATE 53100) before a
+    /// WAL that cannot (which stops the server).
+    pub async fn switch_wal(&self) -> Result<(), Error> {
+        self.admin("SELECT pg_switch_wal(); CHECKPOINT").await
+    }
+
     /// Drops a database made by [`Postgres::fresh_database`], closing its connections.
     pub async fn drop_database(&self, url: &str) -> Result<(), Error> {
         let name = database_name(url)
