@@ -1272,3 +1272,307 @@ fn other_groupings_and_the_static_registry_are_wired_as_consistently() -> anyhow
     );
     Ok(())
 }
+
+/// The first three octets of the loopback addresses the pods of
+/// [`the_default_groups_serve_by_their_service_names_and_roll_without_a_failure`] get: each
+/// process listens on its own address at the chart's ports, as pods do on theirs.
+const POD_NET: &str = "127.0.86";
+
+/// Processes started from the rendered groups as a cluster would run their pods: each on an
+/// address of its own, all finding each other by the headless Services' names, which a hosts
+/// file of the test's answers (see [`Launch::arca_with_hosts`]) with the live pods' addresses,
+/// as the cluster's DNS answers with the ready endpoints.
+struct Cluster<'a> {
+    groups: &'a BTreeMap<String, Group>,
+    dir: &'a TempDir,
+    hosts: PathBuf,
+    pods: Vec<Pod>,
+}
+
+struct Pod {
+    group: String,
+    ip: String,
+    server: Server,
+    /// Listed in the Services' names (a terminating pod is not).
+    listed: bool,
+}
+
+impl<'a> Cluster<'a> {
+    fn new(groups: &'a BTreeMap<String, Group>, dir: &'a TempDir) -> Self {
+        Self {
+            groups,
+            dir,
+            hosts: dir.join("hosts"),
+            pods: Vec::new(),
+        }
+    }
+
+    /// service → the host its callers are given (from any group's DNS names).
+    fn service_hosts(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for group in self.groups.values() {
+            for (service, addr) in &group.config.registry.dns.names {
+                if let Some((host, _)) = addr.rsplit_once(':') {
+                    out.insert(service.clone(), host.to_owned());
+                }
+            }
+        }
+        out
+    }
+
+    /// Rewrites the hosts file in place (the same file every namespace has bound).
+    fn publish(&self) -> anyhow::Result<()> {
+        let mut text = String::from("127.0.0.1 localhost\n");
+        for (service, host) in self.service_hosts() {
+            for pod in self.pods.iter().filter(|p| p.listed) {
+                if self.groups[&pod.group].hosts(&service) {
+                    text.push_str(&format!("{} {host}\n", pod.ip));
+                }
+            }
+        }
+        std::fs::write(&self.hosts, text)?;
+        Ok(())
+    }
+
+    /// Starts one more pod of `group` and lists it; returns its index.
+    fn start(&mut self, group: &str) -> anyhow::Result<usize> {
+        if self.pods.is_empty() {
+            self.publish()?;
+        }
+        let g = &self.groups[group];
+        let ip = format!("{POD_NET}.{}", 10 + self.pods.len());
+        let n = self.pods.len();
+        let file = self.dir.join(&format!("{group}.yaml"));
+        std::fs::write(&file, &g.file)?;
+        let mut launch = Launch::arca_with_hosts(self.dir, &self.hosts)
+            .data_dir(self.dir.join(&format!("{group}-{n}")))
+            .arg("--config")
+            .arg(&file);
+        for arg in &g.extra_args {
+            launch = launch.arg(arg.replace(POD_IP, &ip));
+        }
+        // Each service listens where its pod would: the pod's address, the chart's port.
+        for service in &g.config.services {
+            if let Some(endpoint @ Endpoint::Tcp(_)) = g.config.endpoint(service) {
+                let text = endpoint.to_string();
+                let (_, port) = text
+                    .rsplit_once(':')
+                    .with_context(|| format!("{service}: endpoint {text}"))?;
+                launch = launch.set(&format!("{service}.endpoint"), format!("tcp://{ip}:{port}"));
+            }
+        }
+        for (var, value) in &g.env {
+            launch = launch.env(var, value.replace(POD_IP, &ip));
+        }
+        self.pods.push(Pod {
+            group: group.to_owned(),
+            ip,
+            server: launch.spawn()?,
+            listed: true,
+        });
+        self.publish()?;
+        Ok(n)
+    }
+}
+
+/// The default chart's six groups run as pods would (issue 36): every process on an address
+/// of its own at the chart's ports, finding the others by the Services' names only. Requests
+/// through the proxy reach every group (files on storage-users, logins on storage-system, a
+/// search, a preview), then the frontend group (two pods) is rolled under a load of sync-like
+/// clients — a third pod started and listed, the first unlisted and sent SIGTERM as Kubernetes
+/// does at once — with 0 failed requests and every body read back as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_failure()
+-> anyhow::Result<()> {
+    const READY: Duration = Duration::from_secs(60);
+    let helm = Helm::new();
+    let scratch = TempDir::new();
+    let manifests = helm.render(&[])?;
+    let groups = check(&manifests, &scratch)?;
+    let dir = TempDir::new();
+    let mut cluster = Cluster::new(&groups, &dir);
+    for group in groups.keys() {
+        cluster.start(group)?;
+    }
+    let second_frontend = cluster.start("frontend")?;
+    for pod in &mut cluster.pods {
+        pod.server.wait_ready(READY).await.with_context(|| {
+            format!(
+                "group {} at {}: {}",
+                pod.group,
+                pod.ip,
+                pod.server.proc.stderr_tail(20)
+            )
+        })?;
+    }
+    let proxy = cluster
+        .pods
+        .iter()
+        .find(|p| p.group == "proxy")
+        .context("no proxy pod")?
+        .server
+        .public
+        .clone();
+    let password = groups["storage-system"]
+        .config
+        .identity
+        .admin_password
+        .clone()
+        .context("no admin password given to storage-system")?;
+    let auth = arca_tests::basic("admin", &password);
+    let dav = move |method: &'static str,
+                    path: String,
+                    headers: Vec<(&'static str, String)>,
+                    body: Vec<u8>| {
+        let (proxy, auth) = (proxy.clone(), auth.clone());
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            arca_tests::send_as(&proxy, &auth, method, &path, &headers, body).await
+        }
+    };
+    let root = "/remote.php/dav/files/admin";
+
+    // Every group serves: storage-system (the login), storage-users (the files), search and
+    // thumbnails (each through its own Service name from the frontend pods).
+    let r = dav("MKCOL", format!("{root}/roll"), vec![], vec![]).await?;
+    ensure!(
+        r.status == 201,
+        "MKCOL through the groups: {} {}",
+        r.status,
+        r.text()
+    );
+    let note = b"a needle for the search group".to_vec();
+    let r = dav(
+        "PUT",
+        format!("{root}/roll/helm-needle.txt"),
+        vec![],
+        note.clone(),
+    )
+    .await?;
+    ensure!(r.status == 201, "PUT: {} {}", r.status, r.text());
+    let r = dav(
+        "GET",
+        format!("{root}/roll/helm-needle.txt"),
+        vec![],
+        vec![],
+    )
+    .await?;
+    ensure!(r.status == 200 && r.body == note, "GET: {}", r.status);
+    let report = r#"<?xml version="1.0" encoding="UTF-8"?>
+<oc:search-files xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
+  <d:prop><oc:name/></d:prop>
+  <oc:search><oc:pattern>helm-needle</oc:pattern><oc:limit>10</oc:limit></oc:search>
+</oc:search-files>"#;
+    eventually(READY, "the search group finds the file", || {
+        let dav = dav.clone();
+        async move {
+            let r = dav(
+                "REPORT",
+                "/remote.php/dav/spaces/".to_owned(),
+                vec![("content-type", "application/xml".to_owned())],
+                report.as_bytes().to_vec(),
+            )
+            .await?;
+            Ok((r.status == 207 && r.text().contains("helm-needle.txt")).then_some(()))
+        }
+    })
+    .await?;
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
+        64,
+        48,
+        image::Rgb([200, 30, 30]),
+    ))
+    .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
+    let r = dav("PUT", format!("{root}/roll/red.png"), vec![], png).await?;
+    ensure!(r.status == 201, "PUT png: {}", r.status);
+    let r = dav(
+        "GET",
+        format!("{root}/roll/red.png?preview=1&x=32&y=32"),
+        vec![],
+        vec![],
+    )
+    .await?;
+    ensure!(
+        r.status == 200
+            && r.headers
+                .get("content-type")
+                .is_some_and(|v| v.as_bytes().starts_with(b"image/")),
+        "a preview from the thumbnails group: {} {}",
+        r.status,
+        r.text()
+    );
+
+    // The roll, under load.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (dav, stop) = (dav.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut done = 0usize;
+                let mut k = 0u32;
+                while !stop.is_cancelled() {
+                    let size = [1_000, 70_000, 300_000, 4_096][k as usize % 4];
+                    // Eight names per client, written over and over.
+                    let path = format!("{root}/roll/c{c}-{}.bin", k % 8);
+                    let body = arca_tests::pattern(size, c * 10_000 + k);
+                    let r = dav("PUT", path.clone(), vec![], body.clone()).await?;
+                    ensure!(
+                        matches!(r.status, 201 | 204),
+                        "PUT {path}: {} {}",
+                        r.status,
+                        r.text()
+                    );
+                    let r = dav("GET", path.clone(), vec![], vec![]).await?;
+                    ensure!(
+                        r.status == 200 && r.body == body,
+                        "GET {path}: {} ({} bytes)",
+                        r.status,
+                        r.body.len()
+                    );
+                    let r = dav(
+                        "PROPFIND",
+                        format!("{root}/roll/"),
+                        vec![("depth", "1".to_owned())],
+                        vec![],
+                    )
+                    .await?;
+                    ensure!(r.status == 207, "PROPFIND: {} {}", r.status, r.text());
+                    done += 3;
+                    k += 1;
+                }
+                anyhow::Ok(done)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let third = cluster.start("frontend")?;
+    cluster.pods[third].server.wait_ready(READY).await?;
+    // Kubernetes takes a terminating pod out of its Services and sends SIGTERM at once; the
+    // pod drains (`shutdown.drain_delay`) while callers learn the new names.
+    let first = cluster
+        .pods
+        .iter()
+        .position(|p| p.group == "frontend")
+        .context("a frontend pod")?;
+    ensure!(first != second_frontend && first != third);
+    cluster.pods[first].listed = false;
+    cluster.publish()?;
+    cluster.pods[first].server.proc.sigterm();
+    let exit = cluster.pods[first]
+        .server
+        .proc
+        .wait_exit(Duration::from_secs(45))
+        .await?;
+    ensure!(exit.code() == Some(0), "the rolled pod: {exit:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.cancel();
+    let mut requests = 0;
+    for c in clients {
+        requests += tokio::time::timeout(Duration::from_secs(60), c).await???;
+    }
+    eprintln!("the frontend group rolled under load: {requests} requests, 0 failed");
+    ensure!(requests >= 60, "only {requests} requests during the roll");
+    Ok(())
+}

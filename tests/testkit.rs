@@ -354,6 +354,23 @@ impl Launch {
         Self::new(cmd, false, dir)
     }
 
+    /// `arca server` in a mount namespace of its own where the file `hosts` is `/etc/hosts`:
+    /// names the test gives (a cluster's Service names) resolve through the system resolver,
+    /// as a cluster's DNS would answer them, and the file can be rewritten in place while the
+    /// process runs (the resolver reads it at every lookup). Needs root (CAP_SYS_ADMIN), as
+    /// the tests' mounts and network namespaces do. `unshare` and `sh` exec, so the process
+    /// signalled is arca itself.
+    pub fn arca_with_hosts(dir: &TempDir, hosts: &Path) -> Self {
+        let mut cmd = command("unshare");
+        cmd.current_dir(dir.path())
+            .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(hosts)
+            .arg(arca_bin())
+            .arg("server");
+        Self::new(cmd, false, dir)
+    }
+
     /// The fixture binary (its path is `env!("CARGO_BIN_EXE_arca-fixture")` in the test),
     /// given the same settings through `ARCA_*` variables, which both binaries read. Its admin
     /// password is [`FIXTURE_PASSWORD`]: requests carrying [`AS_ADMIN`] pass the proxy.

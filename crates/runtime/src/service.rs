@@ -218,6 +218,28 @@ impl Context {
             self.signer.clone(),
         );
         let mut servers = Vec::new();
+        // A service listening on a socket (for callers in other processes) is served to
+        // callers in this process in memory too: the gateway calls the sharing service of its
+        // own pod without a socket hop, and finds it at all where the registry names only
+        // other groups' services (a DNS or static registry has no entry for what a process
+        // hosts itself). Closed at shutdown like any in-memory endpoint, so in-process callers
+        // then go to another instance.
+        if !matches!(self.internal, Listener::Mem(..)) {
+            let name = Endpoint::Mem(self.name.to_owned());
+            match arca_transport::bind(&name, self.clients.hub()).await {
+                Ok(mem) => servers.push(arca_transport::serve_with(
+                    mem,
+                    internal.clone(),
+                    self.shutdown.clone(),
+                    arca_transport::ServeOptions::default(),
+                )),
+                Err(e) => tracing::warn!(
+                    service = self.name,
+                    error = %e,
+                    "not served in memory to this process's callers"
+                ),
+            }
+        }
         servers.push(arca_transport::serve_with(
             self.internal,
             internal,
