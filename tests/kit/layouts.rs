@@ -50,8 +50,9 @@ pub struct NatsLayout {
     /// The lease holds of the processes stopped so far, as [`LeaseHolds`] closes them.
     holds: LeaseHolds,
     pub nats: Nats,
-    /// Dropped after every process that uses them.
-    _pg: Postgres,
+    /// Dropped after every process that uses them; the PostgreSQL is restarted and stopped
+    /// by the soak bench (`arca-bench soak`).
+    pub pg: Postgres,
     _s3: Moto,
     _dir: TempDir,
 }
@@ -107,7 +108,7 @@ impl NatsLayout {
             retired: Vec::new(),
             holds: LeaseHolds::default(),
             nats,
-            _pg: pg,
+            pg,
             _s3: s3,
             _dir: dir,
         })

@@ -3,7 +3,8 @@
 //! from `target/release/arca`, under [`CLIENTS`] keep-alive sync clients plus one moving 2 MiB
 //! bodies (tests/kit/soak.rs: overwrites of the same names, every GET compared, listings),
 //! for a fixed time per phase while the deployment is restarted every way tests/soak.rs
-//! restarts it, misbehaving clients included. Prints requests, failures and p99 per phase,
+//! restarts it, misbehaving clients included, and its PostgreSQL is restarted and then away
+//! for 10 s. Prints requests, failures and p99 per phase,
 //! then reads every acknowledged write back. Target: 0 failed requests in ≥ 100,000.
 //!
 //! `ARCA_BENCH_SOAK_PHASE` sets a phase's length in seconds (default 25: about 110,000
@@ -21,6 +22,8 @@ use crate::files::thousands;
 /// Keep-alive clients: twice the soak test's, for a release build.
 const CLIENTS: usize = 16;
 const PHASE: Duration = Duration::from_secs(25);
+/// How long PostgreSQL is away in its outage phase (within the layout's `database_retry`).
+const POSTGRES_OUTAGE: Duration = Duration::from_secs(10);
 /// The least number of requests the target asks for.
 const ENOUGH: u64 = 100_000;
 
@@ -65,6 +68,19 @@ async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
     let soak = Soak::start(d.public(), EXAMPLE_BASIC, &config, "steady").await?;
     d.restart_every_way(&soak, phase, &log).await?;
     let hold = |since: Instant| tokio::time::sleep_until((since + phase).into());
+    // Below arca: the database both storage-users and storage-system use restarts (as an
+    // upgrade or a managed failover does: connections cut), then is away for 10 s, within
+    // `database_retry` (15 s): requests wait for it, none fails.
+    soak.phase("postgres restart");
+    let at = Instant::now();
+    d.pg.restart("fast").await?;
+    hold(at).await;
+    soak.phase("postgres down 10 s");
+    let at = Instant::now();
+    d.pg.stop("immediate").await?;
+    tokio::time::sleep(POSTGRES_OUTAGE).await;
+    d.pg.start_again().await?;
+    hold(at).await;
     soak.phase("faulty clients");
     let at = Instant::now();
     let faults = Faults::start(d.public(), EXAMPLE_BASIC, "soak", 1000);
