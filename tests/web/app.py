@@ -437,6 +437,9 @@ with sync_playwright() as pw:
     box = small.get_by_role("button", name="Delete greeting.txt").bounding_box()
     check(box is not None and box["x"] + box["width"] <= 375, f"the delete button is off screen: {box}")
     small.get_by_role("button", name="Delete greeting.txt").click()
+    # The trash is listed when opened: after the delete is done, as a person who read the
+    # message would open it.
+    expect(small.locator("#status")).to_have_text("Moved greeting.txt to the trash.")
     small.click("#view-trash")
     restore = small.get_by_role("button", name="Restore greeting.txt")
     expect(restore).to_be_visible()
