@@ -66,12 +66,13 @@ impl NatsLayout {
             Postgres::start(&dir),
             Moto::start(&["arca-blobs"])
         )?;
+        // A database that commits durably, as a real one does: the private server runs with
+        // `synchronous_commit = off`, and the soak bench's outage (`pg_ctl stop -m immediate`)
+        // would otherwise lose commits it had already acknowledged to arca.
+        let database = pg.durable_database().await?;
         let mut swaps = vec![
             ("nats://127.0.0.1:4222", nats.url()),
-            (
-                "postgres://arca:example-only@127.0.0.1:5432/arca",
-                pg.url.clone(),
-            ),
+            ("postgres://arca:example-only@127.0.0.1:5432/arca", database),
             ("http://127.0.0.1:9000", s3.endpoint.clone()),
         ];
         for e in NATS_ENDPOINTS {
