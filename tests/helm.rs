@@ -1375,6 +1375,25 @@ impl<'a> Cluster<'a> {
     }
 }
 
+/// The admin, through the proxy of a [`Cluster`].
+#[derive(Clone)]
+struct Admin {
+    proxy: String,
+    auth: String,
+}
+
+impl Admin {
+    async fn dav(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<bytes::Bytes>,
+    ) -> anyhow::Result<arca_tests::HttpResponse> {
+        arca_tests::send_as(&self.proxy, &self.auth, method, path, headers, body).await
+    }
+}
+
 /// The default chart's six groups run as pods would (issue 36): every process on an address
 /// of its own at the chart's ports, finding the others by the Services' names only. Requests
 /// through the proxy reach every group (files on storage-users, logins on storage-system, a
@@ -1419,23 +1438,15 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
         .admin_password
         .clone()
         .context("no admin password given to storage-system")?;
-    let auth = arca_tests::basic("admin", &password);
-    let dav = move |method: &'static str,
-                    path: String,
-                    headers: Vec<(&'static str, String)>,
-                    body: Vec<u8>| {
-        let (proxy, auth) = (proxy.clone(), auth.clone());
-        async move {
-            let headers: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            arca_tests::send_as(&proxy, &auth, method, &path, &headers, body).await
-        }
+    let admin = Admin {
+        proxy,
+        auth: arca_tests::basic("admin", &password),
     };
     let root = "/remote.php/dav/files/admin";
 
     // Every group serves: storage-system (the login), storage-users (the files), search and
     // thumbnails (each through its own Service name from the frontend pods).
-    let r = dav("MKCOL", format!("{root}/roll"), vec![], vec![]).await?;
+    let r = admin.dav("MKCOL", &format!("{root}/roll"), &[], "").await?;
     ensure!(
         r.status == 201,
         "MKCOL through the groups: {} {}",
@@ -1443,21 +1454,18 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
         r.text()
     );
     let note = b"a needle for the search group".to_vec();
-    let r = dav(
-        "PUT",
-        format!("{root}/roll/helm-needle.txt"),
-        vec![],
-        note.clone(),
-    )
-    .await?;
+    let r = admin
+        .dav(
+            "PUT",
+            &format!("{root}/roll/helm-needle.txt"),
+            &[],
+            note.clone(),
+        )
+        .await?;
     ensure!(r.status == 201, "PUT: {} {}", r.status, r.text());
-    let r = dav(
-        "GET",
-        format!("{root}/roll/helm-needle.txt"),
-        vec![],
-        vec![],
-    )
-    .await?;
+    let r = admin
+        .dav("GET", &format!("{root}/roll/helm-needle.txt"), &[], "")
+        .await?;
     ensure!(r.status == 200 && r.body == note, "GET: {}", r.status);
     let report = r#"<?xml version="1.0" encoding="UTF-8"?>
 <oc:search-files xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
@@ -1465,15 +1473,16 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
   <oc:search><oc:pattern>helm-needle</oc:pattern><oc:limit>10</oc:limit></oc:search>
 </oc:search-files>"#;
     eventually(READY, "the search group finds the file", || {
-        let dav = dav.clone();
+        let admin = admin.clone();
         async move {
-            let r = dav(
-                "REPORT",
-                "/remote.php/dav/spaces/".to_owned(),
-                vec![("content-type", "application/xml".to_owned())],
-                report.as_bytes().to_vec(),
-            )
-            .await?;
+            let r = admin
+                .dav(
+                    "REPORT",
+                    "/remote.php/dav/spaces/",
+                    &[("content-type", "application/xml")],
+                    report,
+                )
+                .await?;
             Ok((r.status == 207 && r.text().contains("helm-needle.txt")).then_some(()))
         }
     })
@@ -1485,15 +1494,18 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
         image::Rgb([200, 30, 30]),
     ))
     .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
-    let r = dav("PUT", format!("{root}/roll/red.png"), vec![], png).await?;
+    let r = admin
+        .dav("PUT", &format!("{root}/roll/red.png"), &[], png)
+        .await?;
     ensure!(r.status == 201, "PUT png: {}", r.status);
-    let r = dav(
-        "GET",
-        format!("{root}/roll/red.png?preview=1&x=32&y=32"),
-        vec![],
-        vec![],
-    )
-    .await?;
+    let r = admin
+        .dav(
+            "GET",
+            &format!("{root}/roll/red.png?preview=1&x=32&y=32"),
+            &[],
+            "",
+        )
+        .await?;
     ensure!(
         r.status == 200
             && r.headers
@@ -1508,7 +1520,7 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
     let stop = tokio_util::sync::CancellationToken::new();
     let clients: Vec<_> = (0..4)
         .map(|c| {
-            let (dav, stop) = (dav.clone(), stop.clone());
+            let (admin, stop) = (admin.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut done = 0usize;
                 let mut k = 0u32;
@@ -1517,27 +1529,23 @@ async fn the_default_groups_serve_by_their_service_names_and_roll_without_a_fail
                     // Eight names per client, written over and over.
                     let path = format!("{root}/roll/c{c}-{}.bin", k % 8);
                     let body = arca_tests::pattern(size, c * 10_000 + k);
-                    let r = dav("PUT", path.clone(), vec![], body.clone()).await?;
+                    let r = admin.dav("PUT", &path, &[], body.clone()).await?;
                     ensure!(
                         matches!(r.status, 201 | 204),
                         "PUT {path}: {} {}",
                         r.status,
                         r.text()
                     );
-                    let r = dav("GET", path.clone(), vec![], vec![]).await?;
+                    let r = admin.dav("GET", &path, &[], "").await?;
                     ensure!(
                         r.status == 200 && r.body == body,
                         "GET {path}: {} ({} bytes)",
                         r.status,
                         r.body.len()
                     );
-                    let r = dav(
-                        "PROPFIND",
-                        format!("{root}/roll/"),
-                        vec![("depth", "1".to_owned())],
-                        vec![],
-                    )
-                    .await?;
+                    let r = admin
+                        .dav("PROPFIND", &format!("{root}/roll/"), &[("depth", "1")], "")
+                        .await?;
                     ensure!(r.status == 207, "PROPFIND: {} {}", r.status, r.text());
                     done += 3;
                     k += 1;

@@ -227,34 +227,13 @@ async fn metrics(debug: SocketAddr) -> anyhow::Result<String> {
     Ok(r.text())
 }
 
-/// One descriptor per connection here (the server raises its own limit): the soft limit
-/// goes up to the hard one when the logins need more.
+/// One descriptor per connection here (the server raises its own limit the same way).
 fn raise_open_files(logins: usize) -> anyhow::Result<()> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        ensure!(
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0,
-            "getrlimit: {}",
-            std::io::Error::last_os_error()
-        );
-        let needed = (logins + 256) as libc::rlim_t;
-        if limit.rlim_cur < needed {
-            ensure!(
-                limit.rlim_max >= needed,
-                "{logins} connections need {needed} open files; the hard limit is {} (ulimit -Hn)",
-                limit.rlim_max
-            );
-            limit.rlim_cur = limit.rlim_max;
-            ensure!(
-                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0,
-                "setrlimit: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
+    let limit = arca_runtime::limit::raise_open_files().context("raising the open files limit")?;
+    let needed = logins as u64 + 256;
+    ensure!(
+        limit >= needed,
+        "{logins} connections need {needed} open files; the hard limit is {limit} (ulimit -Hn)"
+    );
     Ok(())
 }

@@ -278,6 +278,36 @@ impl<K: Hash + Eq, V> Drop for Registered<'_, K, V> {
     }
 }
 
+/// Raises this process's soft limit of open files to the hard one, as Go's runtime and nginx's
+/// `worker_rlimit_nofile` do, and returns the soft limit now in effect: every client
+/// connection, pooled connection and blob being written is a descriptor, and distributions
+/// still start processes with a soft limit of 1,024 while allowing far more. 10,000 clients
+/// logging in at once after an outage must not meet EMFILE (an accept loop that fails) when
+/// the system would allow them. The supervisor calls it at start; `arca-bench` for its clients.
+pub fn raise_open_files() -> std::io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write only the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit = raised;
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,7 +166,10 @@ impl Supervisor {
     /// docs for the order.
     pub async fn run(self, shutdown: Shutdown) -> Result<Outcome, StartError> {
         let started = Instant::now();
-        raise_open_files();
+        match crate::limit::raise_open_files() {
+            Ok(limit) => tracing::debug!(limit, "open files limit"),
+            Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
+        }
         let order = start_order(&self.services)?;
         let root = self.root.clone();
         let leases = self.leases.clone().under(&root);
@@ -595,42 +598,5 @@ fn panic_message(join: tokio::task::JoinError) -> String {
             format!("panicked: {msg}")
         }
         Err(e) => format!("task ended abnormally: {e}"),
-    }
-}
-
-/// Raises this process's soft limit of open files to the hard one, as Go's runtime and nginx's
-/// `worker_rlimit_nofile` do: every client connection, pooled connection and blob being written
-/// is a descriptor, and distributions still start processes with a soft limit of 1,024 while
-/// allowing far more. 10,000 clients logging in at once after an outage must not meet EMFILE
-/// (an accept loop that fails) when the system would allow them.
-fn raise_open_files() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read and write only the struct passed.
-    let (got, raised) = unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return;
-        }
-        if limit.rlim_cur >= limit.rlim_max {
-            return;
-        }
-        let from = limit.rlim_cur;
-        limit.rlim_cur = limit.rlim_max;
-        (from, libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0)
-    };
-    if raised {
-        tracing::debug!(
-            from = got,
-            to = limit.rlim_max,
-            "raised the open files limit"
-        );
-    } else {
-        tracing::warn!(
-            limit = got,
-            error = %std::io::Error::last_os_error(),
-            "cannot raise the open files limit"
-        );
     }
 }
