@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
+use arca_tests::below::SmallDisk;
 use arca_tests::{HttpResponse, InProcess, Postgres, TempDir, pattern, send, send_as};
 use base64::Engine as _;
 
@@ -50,72 +50,6 @@ async fn start(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<InPro
     let mut all = vec![("identity.secret", SECRET)];
     all.extend_from_slice(settings);
     InProcess::ready(dir, PASSWORD, &all).await
-}
-
-/// A tmpfs of a given size mounted at a directory for the test's life (unmounted on drop).
-struct SmallDisk {
-    at: PathBuf,
-}
-
-impl SmallDisk {
-    fn mount(at: PathBuf, bytes: u64) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&at)?;
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={bytes},mode=0755"),
-                "arca-test",
-            ])
-            .arg(&at)
-            .output()
-            .context("running mount")?;
-        ensure!(
-            out.status.success(),
-            "mounting a {bytes}-byte tmpfs at {} (needs root: CAP_SYS_ADMIN): {}",
-            at.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(Self { at })
-    }
-
-    /// Gives the disk a new size (more room, as a grown volume).
-    fn resize(&self, bytes: u64) -> anyhow::Result<()> {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,size={bytes}")])
-            .arg(&self.at)
-            .output()
-            .context("running mount")?;
-        ensure!(
-            out.status.success(),
-            "resizing the tmpfs at {}: {}",
-            self.at.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(())
-    }
-
-    /// Bytes in use on it.
-    fn used(&self) -> anyhow::Result<u64> {
-        let out = Command::new("df")
-            .args(["-B1", "--output=used"])
-            .arg(&self.at)
-            .output()
-            .context("running df")?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .nth(1)
-            .and_then(|l| l.trim().parse().ok())
-            .with_context(|| format!("df's answer: {text}"))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        // Lazy: a file still open (a test that failed half-way) does not keep it mounted.
-        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
-    }
 }
 
 /// What the test holds as acknowledged: each path's last content written with success.

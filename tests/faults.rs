@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use arca_tests::below::FaultyS3;
 use arca_tests::{InProcess, Postgres, TempDir, send_as};
 
 const PASSWORD: &str = "faults-secret";
@@ -293,85 +294,19 @@ async fn a_postgresql_restart_fails_no_request_and_an_outage_is_503() -> anyhow:
     Ok(())
 }
 
-/// An HTTP proxy in front of the S3 server that breaks some requests on purpose. With
-/// `breaks`, of every seven requests one is answered 503 SlowDown and another has its
-/// connection dropped before any answer. While `frozen` is set, a request is held without a
-/// byte of answer until it is cleared (as a SIGSTOPped server holds it). The rest go through.
-/// Counts what it broke.
-struct FaultyS3 {
-    addr: String,
-    broken: Arc<AtomicU64>,
-    frozen: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// What the proxy does to requests, shared by its connections.
-struct Faults {
-    breaks: bool,
-    seen: AtomicU64,
-    broken: Arc<AtomicU64>,
-    frozen: Arc<AtomicBool>,
-}
-
-impl FaultyS3 {
-    async fn start(upstream: String, breaks: bool) -> anyhow::Result<Self> {
-        use hyper::service::service_fn;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?.to_string();
-        let broken = Arc::new(AtomicU64::new(0));
-        let frozen = Arc::new(AtomicBool::new(false));
-        let faults = Arc::new(Faults {
-            breaks,
-            seen: AtomicU64::new(0),
-            broken: broken.clone(),
-            frozen: frozen.clone(),
-        });
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (faults, upstream) = (faults.clone(), upstream.clone());
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (faults, upstream) = (faults.clone(), upstream.clone());
-                        async move { forward(req, &upstream, &faults).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Self {
-            addr,
-            broken,
-            frozen,
-            task,
-        })
-    }
-}
-
-impl Drop for FaultyS3 {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Every service in this process with storage-users' blobs in `s3`'s bucket, reached
-/// through a [`FaultyS3`] (`breaks` as it takes it), `settings` on top.
+/// through a [`FaultyS3`] (breaking requests if `breaks`), `settings` on top.
 async fn behind_faulty_s3(
     dir: &TempDir,
     s3: &arca_tests::Moto,
     breaks: bool,
     settings: &[(&str, &str)],
 ) -> anyhow::Result<(FaultyS3, InProcess)> {
-    let upstream = s3.endpoint.trim_start_matches("http://").to_owned();
-    let faulty = FaultyS3::start(upstream, breaks).await?;
-    let endpoint = format!("http://{}", faulty.addr);
+    let faulty = FaultyS3::start(&s3.endpoint).await?;
+    faulty.set_breaking(breaks);
     let mut all = vec![
         ("storage-users.blobs.kind", "s3"),
-        ("storage-users.blobs.s3.endpoint", endpoint.as_str()),
+        ("storage-users.blobs.s3.endpoint", faulty.endpoint.as_str()),
         ("storage-users.blobs.s3.bucket", "arca-blobs"),
         ("storage-users.blobs.s3.region", "us-east-1"),
         ("storage-users.blobs.s3.access_key_id", "test"),
@@ -380,54 +315,6 @@ async fn behind_faulty_s3(
     all.extend_from_slice(settings);
     let server = InProcess::ready(dir, PASSWORD, &all).await?;
     Ok((faulty, server))
-}
-
-/// One request through the proxy: broken as the schedule says, else sent upstream.
-async fn forward(
-    req: hyper::Request<hyper::body::Incoming>,
-    upstream: &str,
-    faults: &Faults,
-) -> anyhow::Result<hyper::Response<http_body_util::Full<bytes::Bytes>>> {
-    use http_body_util::BodyExt as _;
-    let n = faults.seen.fetch_add(1, Ordering::SeqCst);
-    let broken = &faults.broken;
-    let (parts, body) = req.into_parts();
-    let body = body.collect().await?.to_bytes();
-    if faults.frozen.load(Ordering::SeqCst) {
-        broken.fetch_add(1, Ordering::SeqCst);
-        // Held, not answered: the caller's own timeout is all that ends the wait.
-        while faults.frozen.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    match n % 7 {
-        _ if !faults.breaks => {}
-        3 => {
-            broken.fetch_add(1, Ordering::SeqCst);
-            let xml = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
-            return Ok(hyper::Response::builder()
-                .status(503)
-                .body(http_body_util::Full::new(bytes::Bytes::from(xml)))?);
-        }
-        5 => {
-            // The connection goes down without an answer (hyper closes it on an error).
-            broken.fetch_add(1, Ordering::SeqCst);
-            anyhow::bail!("reset on purpose");
-        }
-        _ => {}
-    }
-    let stream = tokio::net::TcpStream::connect(upstream).await?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let req = hyper::Request::from_parts(parts, http_body_util::Full::new(body));
-    let resp = sender.send_request(req).await?;
-    let (parts, body) = resp.into_parts();
-    let body = body.collect().await?.to_bytes();
-    Ok(hyper::Response::from_parts(
-        parts,
-        http_body_util::Full::new(body),
-    ))
 }
 
 /// S3 answering 503 SlowDown to one request in seven and resetting the connection of another:
@@ -445,7 +332,7 @@ async fn s3_errors_and_resets_fail_no_request() -> anyhow::Result<()> {
         Ok(())
     })
     .await?;
-    let broken = faulty.broken.load(Ordering::SeqCst);
+    let broken = faulty.broken();
     eprintln!(
         "S3 faults: {broken} S3 requests broken; {ok} requests succeeded, {unavailable} heard 503, {} failed",
         failures.len()
@@ -477,18 +364,17 @@ async fn a_frozen_s3_is_a_bounded_wait_then_503() -> anyhow::Result<()> {
     let (faulty, server) = behind_faulty_s3(&dir, &s3, false, &settings).await?;
     let addr = server.public.clone();
     make_client_folders(&addr).await?;
-    let frozen = faulty.frozen.clone();
     let (ok, unavailable, failures, slowest) = timed_load(&addr, async {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        frozen.store(true, Ordering::SeqCst);
+        faulty.set_frozen(true);
         tokio::time::sleep(Duration::from_secs(8)).await;
-        frozen.store(false, Ordering::SeqCst);
+        faulty.set_frozen(false);
         // Long enough after the thaw for every client to go round again.
         tokio::time::sleep(Duration::from_secs(3)).await;
         Ok(())
     })
     .await?;
-    let held = faulty.broken.load(Ordering::SeqCst);
+    let held = faulty.broken();
     eprintln!(
         "S3 frozen 8 s: {held} S3 requests held; {ok} requests succeeded, {unavailable} heard 503, \
          {} failed; the slowest PUT or GET took {slowest:?}",

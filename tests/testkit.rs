@@ -10,8 +10,11 @@
 //! The sync-client load of the soak test and benchmark: [`soak`]; the example deployments as
 //! processes, restarted as a rolling update or a crash would: [`layouts`]. Every service in
 //! the test process instead, for tests that need several services but not several
-//! processes: [`InProcess`]. XML answers as a tree: [`xml`].
+//! processes: [`InProcess`]. XML answers as a tree: [`xml`]. Faults below arca (a
+//! misbehaving S3, a disk that fills): [`below`].
 
+#[path = "kit/below.rs"]
+pub mod below;
 #[path = "kit/layouts.rs"]
 pub mod layouts;
 #[path = "kit/soak.rs"]

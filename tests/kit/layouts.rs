@@ -2,12 +2,14 @@
 //! deployment's processes come and go: [`NatsLayout`] (config/grouped-nats: proxy; frontend +
 //! gateway + sharing; storage-system; two storage-users on one PostgreSQL and one S3 bucket;
 //! nats-server) and [`UnixLayout`] (config/grouped-unix: one pod's four processes over Unix
-//! sockets). The soak test and `arca-bench soak` drive the same code.
+//! sockets). The soak test and `arca-bench soak` drive the same code. S3 is reached through a
+//! [`FaultyS3`], which the soak bench breaks and freezes.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
+use crate::below::{FaultyS3, SmallDisk};
 use crate::{ExampleSet, Moto, Nats, Postgres, Server, TempDir, free_addr, get, metric_total};
 
 /// Readiness of any one process.
@@ -53,15 +55,29 @@ pub struct NatsLayout {
     /// Dropped after every process that uses them; the PostgreSQL is restarted and stopped
     /// by the soak bench (`arca-bench soak`).
     pub pg: Postgres,
-    _s3: Moto,
+    /// Where PostgreSQL keeps its data, if the layout was asked to put it on a small disk.
+    pub database_disk: Option<SmallDisk>,
+    /// Between storage-users and moto: breaks or freezes S3 on demand.
+    pub s3: FaultyS3,
+    _moto: Moto,
     _dir: TempDir,
 }
 
 impl NatsLayout {
     /// NATS, PostgreSQL and S3, then the five processes, all ready.
     pub async fn start(log_level: &str) -> anyhow::Result<Self> {
+        Self::start_with(log_level, None).await
+    }
+
+    /// As [`NatsLayout::start`], PostgreSQL's data on a tmpfs of `database_disk` bytes if
+    /// given (for a full disk below the database: see [`SmallDisk`]; needs root).
+    pub async fn start_with(log_level: &str, database_disk: Option<u64>) -> anyhow::Result<Self> {
         let dir = TempDir::new();
-        let (nats, pg, s3) = tokio::try_join!(
+        // `Postgres::start` keeps its data in DIR/pg: the small disk is mounted there first.
+        let database_disk = database_disk
+            .map(|bytes| SmallDisk::mount(dir.join("pg"), bytes))
+            .transpose()?;
+        let (nats, pg, moto) = tokio::try_join!(
             Nats::start(&dir),
             Postgres::start(&dir),
             Moto::start(&["arca-blobs"])
@@ -70,6 +86,7 @@ impl NatsLayout {
         // `synchronous_commit = off`, and the soak bench's outage (`pg_ctl stop -m immediate`)
         // would otherwise lose commits it had already acknowledged to arca.
         let database = pg.durable_database().await?;
+        let s3 = FaultyS3::start(&moto.endpoint).await?;
         let mut swaps = vec![
             ("nats://127.0.0.1:4222", nats.url()),
             ("postgres://arca:example-only@127.0.0.1:5432/arca", database),
@@ -110,7 +127,9 @@ impl NatsLayout {
             holds: LeaseHolds::default(),
             nats,
             pg,
-            _s3: s3,
+            database_disk,
+            s3,
+            _moto: moto,
             _dir: dir,
         })
     }

@@ -13,7 +13,9 @@
 //! answers are not failures but are counted and shown: 503 with `Retry-After` to a MKCOL (not
 //! idempotent: nobody may send it again without proof it was not processed) and to a big PUT
 //! (too large to keep for a retry). After either, the next read of the name must give the old
-//! content or the new one whole, and the ledger learns which.
+//! content or the new one whole, and the ledger learns which. While the caller says a disk
+//! below arca is full ([`Soak::disk_full`]), a 507 to a PUT or a MKCOL is the right answer:
+//! counted and shown too, and a failure at any other time.
 //!
 //! The ledger keeps every acknowledged write (name → length and seed of its bytes); [`verify`]
 //! reads every name back at the end and compares.
@@ -84,6 +86,8 @@ pub struct PhaseStats {
     pub unretryable_503: u64,
     /// 503 + Retry-After to a PUT too big to keep for a retry: allowed, shown.
     pub big_put_503: u64,
+    /// 507 to a write sent while a disk was full: allowed, shown.
+    pub full_507: u64,
     latencies_us: Vec<u32>,
     pub started: Option<Instant>,
     pub ended: Option<Instant>,
@@ -118,6 +122,8 @@ fn percentile(samples: &[u32], q: f64) -> Duration {
 struct Phases {
     list: Mutex<Vec<PhaseStats>>,
     current: AtomicUsize,
+    /// A disk below arca is full: a write may be refused with 507.
+    disk_full: AtomicBool,
 }
 
 impl Phases {
@@ -156,6 +162,7 @@ impl Phases {
             Outcome::Failed(why) => p.failures.push(why),
             Outcome::Unretryable503 => p.unretryable_503 += 1,
             Outcome::BigPut503 => p.big_put_503 += 1,
+            Outcome::Full507 => p.full_507 += 1,
         }
     }
 }
@@ -165,6 +172,7 @@ enum Outcome {
     Failed(String),
     Unretryable503,
     BigPut503,
+    Full507,
 }
 
 /// What a name holds, as far as the client knows.
@@ -279,6 +287,12 @@ impl Soak {
         self.phases.begin(name);
     }
 
+    /// From now on (`true`) until told otherwise a 507 to a write is the right answer: the
+    /// caller has filled a disk below arca.
+    pub fn disk_full(&self, full: bool) {
+        self.phases.disk_full.store(full, Ordering::Release);
+    }
+
     /// Requests answered as expected so far.
     pub fn ok(&self) -> u64 {
         self.ok.load(Ordering::Relaxed)
@@ -387,24 +401,26 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| phase | seconds | requests | failed | 503 not idempotent | 503 big PUT | p99 ms |"
+            "| phase | seconds | requests | failed | 503 not idempotent | 503 big PUT | \
+             507 disk full | p99 ms |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {} | {} | {} | {} | {:.1} |",
+                "| {} | {:.1} | {} | {} | {} | {} | {} | {:.1} |",
                 p.name,
                 p.duration().as_secs_f64(),
                 p.requests,
                 p.failures.len(),
                 p.unretryable_503,
                 p.big_put_503,
+                p.full_507,
                 p.p99().as_secs_f64() * 1000.0
             );
         }
         let (requests, failed) = self.totals();
-        let _ = writeln!(out, "| all | | {requests} | {failed} | | | |");
+        let _ = writeln!(out, "| all | | {requests} | {failed} | | | | |");
         out
     }
 
@@ -511,6 +527,7 @@ impl Client {
         let authorization = self.authorization.clone();
         let auth = [("authorization", authorization.as_str())];
         let body = Bytes::from(pattern(len, seed));
+        let full = phases.disk_full.load(Ordering::Acquire);
         let put = self
             .exchange(
                 phases,
@@ -520,6 +537,7 @@ impl Client {
                 |a| match a.status {
                     201 | 204 => Outcome::Ok,
                     503 if big && a.retry_after => Outcome::BigPut503,
+                    507 if full => Outcome::Full507,
                     _ => Outcome::Failed("expected 201 or 204".into()),
                 },
             )
@@ -599,6 +617,7 @@ impl Client {
         if round % MKCOL_EVERY == MKCOL_EVERY - 1 {
             let dir = format!("{}/d{round}", self.dirs);
             let auth = [depth[0]];
+            let full = phases.disk_full.load(Ordering::Acquire);
             self.exchange(
                 phases,
                 ok,
@@ -607,6 +626,7 @@ impl Client {
                 |a| match a.status {
                     201 => Outcome::Ok,
                     503 if a.retry_after => Outcome::Unretryable503,
+                    507 if full => Outcome::Full507,
                     _ => Outcome::Failed("expected 201".into()),
                 },
             )

@@ -3,9 +3,12 @@
 //! from `target/release/arca`, under [`CLIENTS`] keep-alive sync clients plus one moving 2 MiB
 //! bodies (tests/kit/soak.rs: overwrites of the same names, every GET compared, listings),
 //! for a fixed time per phase while the deployment is restarted every way tests/soak.rs
-//! restarts it, misbehaving clients included, and its PostgreSQL is restarted and then away
-//! for 10 s. Prints requests, failures and p99 per phase,
-//! then reads every acknowledged write back. Target: 0 failed requests in ≥ 100,000.
+//! restarts it, misbehaving clients included; below arca, its PostgreSQL is restarted and then
+//! away for 10 s, S3 answers errors and drops connections and then freezes for 8 s, and the
+//! database's disk fills up (PostgreSQL's data on a tmpfs cut down to what it holds: writes are
+//! refused with 507 meanwhile, the one answer other than success counted as right) and grows
+//! again. Prints requests, failures and p99 per phase, then reads every acknowledged write
+//! back. Target: 0 failed requests in ≥ 100,000. Needs root for the tmpfs.
 //!
 //! `ARCA_BENCH_SOAK_PHASE` sets a phase's length in seconds (default 25: about 110,000
 //! requests in all on a 2-core machine).
@@ -24,6 +27,14 @@ const CLIENTS: usize = 16;
 const PHASE: Duration = Duration::from_secs(25);
 /// How long PostgreSQL is away in its outage phase (within the layout's `database_retry`).
 const POSTGRES_OUTAGE: Duration = Duration::from_secs(10);
+/// How long S3 holds every request in its freeze (within `blobs.s3.read_timeout`, 10 s).
+const S3_FREEZE: Duration = Duration::from_secs(8);
+/// How long the database's disk stays full.
+const DISK_FULL: Duration = Duration::from_secs(10);
+/// PostgreSQL's disk: room for the run; cut down to what it holds (plus [`FULL_ROOM`]) in
+/// the full-disk phase.
+const DATABASE_DISK: u64 = 256 << 20;
+const FULL_ROOM: u64 = 512 << 10;
 /// The least number of requests the target asks for.
 const ENOUGH: u64 = 100_000;
 
@@ -55,7 +66,7 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
 async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
     let log = soak_log_level();
     let started = Instant::now();
-    let mut d = NatsLayout::start(&log).await?;
+    let mut d = NatsLayout::start_with(&log, Some(DATABASE_DISK)).await?;
     println!(
         "soak: config/grouped-nats started in {:.1?}; {CLIENTS} clients + 1 moving 2 MiB \
          bodies, {phase:?} a phase",
@@ -81,6 +92,38 @@ async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
     tokio::time::sleep(POSTGRES_OUTAGE).await;
     d.pg.start_again().await?;
     hold(at).await;
+    // S3 answering 503 SlowDown to one request in seven and dropping the connection of
+    // another: the object store client's retries absorb it.
+    soak.phase("s3 errors and resets");
+    let at = Instant::now();
+    d.s3.set_breaking(true);
+    hold(at).await;
+    d.s3.set_breaking(false);
+    // S3 holding every request unanswered (as a SIGSTOPped server does), shorter than the
+    // read timeout: requests wait, none fails.
+    soak.phase("s3 frozen 8 s");
+    let at = Instant::now();
+    d.s3.set_frozen(true);
+    tokio::time::sleep(S3_FREEZE).await;
+    d.s3.set_frozen(false);
+    hold(at).await;
+    println!("soak: S3 requests broken or held: {}", d.s3.broken());
+    // The database's disk full: a WAL switch and a checkpoint first, so its tables run out of
+    // room before its WAL (PostgreSQL stops when the WAL cannot grow; an operator's alert
+    // fires long before). Writes are refused with 507, reads go on; then the volume grows.
+    soak.phase("database disk full");
+    let at = Instant::now();
+    let disk = d
+        .database_disk
+        .as_ref()
+        .context("the layout has no database disk")?;
+    d.pg.switch_wal().await?;
+    soak.disk_full(true);
+    disk.resize(disk.used()? + FULL_ROOM)?;
+    tokio::time::sleep(DISK_FULL).await;
+    disk.resize(DATABASE_DISK)?;
+    hold(at).await;
+    soak.disk_full(false);
     soak.phase("faulty clients");
     let at = Instant::now();
     let faults = Faults::start(d.public(), EXAMPLE_BASIC, "soak", 1000);
