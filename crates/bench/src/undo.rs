@@ -113,17 +113,22 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
             .map_err(|e| arca.fail(e))?;
     }
     let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         // Which server goes first alternates: the first of a pair ran slower in some runs
         // (the other's writes still being flushed), which must not count against one side.
-        let mut pair = [(&on, &mut with, "on"), (&off, &mut without, "off")];
+        let mut pair = [
+            (&on, &mut with, &mut cpu_with, "on"),
+            (&off, &mut without, &mut cpu_without, "off"),
+        ];
         if round % 2 == 1 {
             pair.reverse();
         }
-        for (arca, rates, name) in pair {
-            let rate = overwrite_rate(&wrk_dir, &format!("{name}-{round}"), arca)
+        for (arca, rates, cpu, name) in pair {
+            let (rate, cpu_us) = overwrite_rate(&wrk_dir, &format!("{name}-{round}"), arca)
                 .map_err(|e| arca.fail(e))?;
             rates.push(rate);
+            cpu.push(cpu_us);
         }
     }
     println!(
@@ -133,10 +138,15 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     );
     let (with, without) = (median(with), median(without));
     let ratio = with / without;
+    let (cpu_with, cpu_without) = (median(cpu_with), median(cpu_without));
     println!(
-        "undo: PUT 4 KiB overwrite, 16 conns: versions on {} ops/s, off {} ops/s (median of {ROUNDS})",
+        "undo: PUT 4 KiB overwrite, 16 conns: versions on {} ops/s, off {} ops/s (median of \
+         {ROUNDS}); server CPU per overwrite on {} µs, off {} µs ({:.2}×)",
         thousands(with),
-        thousands(without)
+        thousands(without),
+        thousands(cpu_with),
+        thousands(cpu_without),
+        cpu_with / cpu_without
     );
     targets.check(
         ratio >= RATIO_TARGET,
@@ -413,7 +423,8 @@ async fn overwrite_names(arca: &Arca) -> anyhow::Result<()> {
 }
 
 /// 4 KiB PUTs over existing names, each wrk thread cycling over its own [`OVERWRITE_NAMES`].
-fn overwrite_rate(wrk_dir: &Path, name: &str, arca: &Arca) -> anyhow::Result<f64> {
+/// Overwrites per second, and the server's CPU time per overwrite (µs).
+fn overwrite_rate(wrk_dir: &Path, name: &str, arca: &Arca) -> anyhow::Result<(f64, f64)> {
     let mut script = lua_head("PUT", &arca.auth);
     let _ = write!(
         script,
@@ -429,8 +440,10 @@ end
     );
     let url = format!("http://{}/", arca.addr);
     wrk(wrk_dir, &format!("over-{name}-warm"), &script, &url, WARMUP)?;
-    rate(
-        wrk(wrk_dir, &format!("over-{name}"), &script, &url, MEASURE)?,
-        name,
-    )
+    let pid = arca.server.child.id();
+    let before = process::tree_cpu_ticks(pid)?;
+    let load = wrk(wrk_dir, &format!("over-{name}"), &script, &url, MEASURE)?;
+    let ticks = process::tree_cpu_ticks(pid)?.saturating_sub(before);
+    let cpu_us = ticks as f64 * 1e6 / process::clock_ticks_per_sec() / load.ok.max(1) as f64;
+    Ok((rate(load, name)?, cpu_us))
 }
