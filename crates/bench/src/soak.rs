@@ -49,7 +49,21 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    let (requests, failed, wrong) = rt.block_on(soak(phase))?;
+    let Outcome {
+        requests,
+        failed,
+        wrong,
+        s3_broken,
+        refused_full,
+    } = rt.block_on(soak(phase))?;
+    // A fault phase that broke nothing proves nothing.
+    targets.check(
+        s3_broken > 0 && refused_full > 0,
+        &format!(
+            "soak: the faults took: {s3_broken} S3 requests broken or held, {refused_full} \
+             writes refused with 507 on the full database disk (both > 0)"
+        ),
+    );
     targets.check(
         failed == 0 && wrong == 0 && requests >= ENOUGH,
         &format!(
@@ -62,8 +76,20 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The phases; (requests, failed requests, writes read back wrong).
-async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
+/// What a run came to.
+struct Outcome {
+    requests: u64,
+    failed: usize,
+    /// Writes read back wrong at the end.
+    wrong: usize,
+    /// S3 requests the faulty S3 broke or held.
+    s3_broken: u64,
+    /// Writes answered 507 while the database's disk was full.
+    refused_full: u64,
+}
+
+/// The phases, then the read-back.
+async fn soak(phase: Duration) -> anyhow::Result<Outcome> {
     let log = soak_log_level();
     let started = Instant::now();
     let mut d = NatsLayout::start_with(&log, Some(DATABASE_DISK)).await?;
@@ -156,5 +182,11 @@ async fn soak(phase: Duration) -> anyhow::Result<(u64, usize, usize)> {
         blamed.is_empty(),
         "misbehaving clients got 5xx answers: {blamed:?}"
     );
-    Ok((requests, failed, wrong.len()))
+    Ok(Outcome {
+        requests,
+        failed,
+        wrong: wrong.len(),
+        s3_broken: d.s3.broken(),
+        refused_full: report.phases.iter().map(|p| p.full_507).sum(),
+    })
 }
