@@ -436,13 +436,32 @@ with sync_playwright() as pw:
     check(width <= 375, f"the page is {width}px wide at 375px")
     box = small.get_by_role("button", name="Delete greeting.txt").bounding_box()
     check(box is not None and box["x"] + box["width"] <= 375, f"the delete button is off screen: {box}")
-    small.get_by_role("button", name="Delete greeting.txt").click()
-    # The trash is listed when opened: after the delete is done, as a person who read the
-    # message would open it.
-    expect(small.locator("#status")).to_have_text("Moved greeting.txt to the trash.")
+    # The delete is held unanswered (as a big folder's takes its time) while the person opens
+    # the trash: it shows nothing yet, and the item arrives there once the delete is done.
+    held = []
+    dav_urls = "**/remote.php/dav/**"
+
+    def hold_deletes(route):
+        if route.request.method == "DELETE":
+            held.append(route)
+        else:
+            route.continue_()
+
+    small.route(dav_urls, hold_deletes)
+    with small.expect_request(lambda r: r.method == "DELETE"):
+        small.get_by_role("button", name="Delete greeting.txt").click()
     small.click("#view-trash")
+    expect(small.locator("#trash-none")).to_be_visible()
+    for _ in range(100):
+        if held:
+            break
+        small.wait_for_timeout(20)
+    check(len(held) == 1, f"the delete was not held: {len(held)} requests")
+    held[0].continue_()
+    expect(small.locator("#status")).to_have_text("Moved greeting.txt to the trash.")
     restore = small.get_by_role("button", name="Restore greeting.txt")
     expect(restore).to_be_visible()
+    small.unroute(dav_urls)
     width = small.evaluate("document.documentElement.scrollWidth")
     check(width <= 375, f"the trash is {width}px wide at 375px")
     box = restore.bounding_box()

@@ -430,10 +430,20 @@ async function remove(entry) {
   try {
     await dav.remove(root(), dav.join(state.path, entry.name));
     announce(`Moved ${entry.name} to the trash.`);
-    await refresh();
+    await afterRemoval();
   } catch (e) {
     announce(e.message, "error");
   }
+}
+
+/**
+ * Once a removal is done: the folder, and the trash if that is what is shown now. A big
+ * folder's delete can outlast the person's patience: whoever opened the trash meanwhile
+ * must see the item arrive, not a trash listed before it got there.
+ */
+async function afterRemoval() {
+  if (!$("trash").hidden) await refreshTrash();
+  await refresh();
 }
 
 function toggleNewFolder(show) {
@@ -583,7 +593,7 @@ async function onDeleteSelected() {
     announce(e.message, "error");
   }
   state.selected.clear();
-  await refresh();
+  await afterRemoval();
 }
 
 // ------------------------------------------------------------------------- versions
