@@ -6,6 +6,7 @@
 //! configuration or usage, 130 forced by a second signal.
 
 mod health;
+mod memory;
 mod search_cli;
 mod server_api;
 mod spaces_cli;
@@ -135,6 +136,7 @@ fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let purge = memory::purge_at_once();
     let code = runtime.block_on(async move {
         let shutdown = Shutdown::new();
         // The process's signals are handled here, at the top, and nowhere else.
@@ -142,7 +144,14 @@ fn server(file: Option<PathBuf>, args: ServerArgs) -> ExitCode {
             eprintln!("arca: signal handler: {e}");
             return 1;
         }
-        match arca_host::run(config, &arca_host::CATALOG, shutdown).await {
+        let served = match arca_host::start(config, &arca_host::CATALOG, shutdown).await {
+            Ok(host) => {
+                tokio::spawn(memory::after_start_up(host.health().clone(), purge));
+                host.wait().await
+            }
+            Err(e) => Err(e),
+        };
+        match served {
             Ok(outcome) => {
                 if let Outcome::Failed { service, cause } = &outcome {
                     eprintln!("arca: service {service} failed: {cause}");

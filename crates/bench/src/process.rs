@@ -21,8 +21,10 @@ use crate::{Scratch, Targets};
 const RUNS: usize = 5;
 /// Readiness and exit are polled this often; it bounds the error of both timings.
 const POLL: Duration = Duration::from_millis(1);
-/// Memory is read this long after readiness, once start-up work has settled.
-const SETTLE: Duration = Duration::from_millis(100);
+/// Memory is read this long after readiness, once start-up work has settled: past the 2 s
+/// after readiness in which the allocator still gives freed memory back at once
+/// (crates/arca/src/memory.rs), so that what is read is what an idle process keeps.
+const SETTLE: Duration = Duration::from_secs(3);
 /// Beyond these the run is a failure, not a slow measurement.
 const READY_LIMIT: Duration = Duration::from_secs(15);
 const EXIT_LIMIT: Duration = Duration::from_secs(15);
