@@ -2,7 +2,8 @@
 //! [`RUNS`] times, each with an empty data dir and free ports.
 //!
 //! Measured from outside, as an operator or orchestrator sees it: spawn → `/readyz` 200 (polled
-//! every millisecond over plain HTTP/1.1), resident memory once ready, the TCP ports it listens
+//! every millisecond over plain HTTP/1.1), resident memory once ready (idle, then with 200
+//! signed-in keep-alive clients open and idle), the TCP ports it listens
 //! on (from `/proc`), and SIGTERM → exit. Times are medians: a start is dominated by the page
 //! cache and the scheduler, and one slow outlier in five says little about the binary.
 
@@ -39,10 +40,17 @@ const EXPECTED_PORTS: usize = 2;
 const OCIS: &str = "oCIS 7 on this machine: first request 1.6–4.3 s, 288 MiB RSS, \
                     72 listening ports, 3.1 s to exit";
 
+/// Keep-alive clients held open, idle, for the second memory reading (sync clients keep their
+/// connection between polls).
+const IDLE_CLIENTS: usize = 200;
+const IDLE_CLIENTS_RSS_TARGET_MIB: f64 = 150.0;
+
 /// What one start-stop cycle measured.
 struct Run {
     ready: Duration,
     rss_kib: u64,
+    /// With [`IDLE_CLIENTS`] signed-in keep-alive connections open and idle.
+    clients_rss_kib: u64,
     /// Each listening address with what we asked it to be (`debug`, `public`) or `unexpected`.
     listening: Vec<(SocketAddr, &'static str)>,
     exit: Duration,
@@ -76,6 +84,13 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         &format!("{:.1} MiB", rss.median),
         &rss.spread(1),
         "288 MiB",
+    );
+    let clients_rss = Stats::of(runs.iter().map(|r| r.clients_rss_kib as f64 / 1024.0));
+    line(
+        &format!("RSS, {IDLE_CLIENTS} clients"),
+        &format!("{:.1} MiB", clients_rss.median),
+        &clients_rss.spread(1),
+        "–",
     );
     // The count should not vary; if it does, the largest is the one to explain.
     let ports = runs
@@ -121,6 +136,14 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         &format!(
             "idle RSS {:.1} MiB, median (target < {RSS_TARGET_MIB} MiB)",
             rss.median
+        ),
+    );
+    targets.check(
+        clients_rss.median < IDLE_CLIENTS_RSS_TARGET_MIB,
+        &format!(
+            "RSS with {IDLE_CLIENTS} idle keep-alive clients {:.1} MiB, median (target < \
+             {IDLE_CLIENTS_RSS_TARGET_MIB} MiB)",
+            clients_rss.median
         ),
     );
     let exit_target = EXIT_TARGET.as_millis();
@@ -180,7 +203,8 @@ pub(crate) fn locate_arca(section: &str) -> anyhow::Result<PathBuf> {
 
 /// One cycle: start on fresh ports and an empty data dir, wait for ready, look, stop.
 fn start_stop(arca: &Path, dir: &Path) -> anyhow::Result<Run> {
-    let (mut server, debug, public) = spawn_arca(arca, dir, &[])?;
+    let (password, auth) = admin_credentials("admin");
+    let (mut server, debug, public) = spawn_arca(arca, dir, &[("ARCA_ADMIN_PASSWORD", &password)])?;
     let ready = server.wait_ready(debug)?;
 
     std::thread::sleep(SETTLE);
@@ -198,6 +222,8 @@ fn start_stop(arca: &Path, dir: &Path) -> anyhow::Result<Run> {
             (addr, role)
         })
         .collect();
+    let clients_rss_kib = with_idle_clients(public, &auth, || vm_rss_kib(pid))
+        .with_context(|| server.with_log(&format!("{IDLE_CLIENTS} idle clients")))?;
 
     let (status, exit) = server.terminate()?;
     if !status.success() {
@@ -208,8 +234,42 @@ fn start_stop(arca: &Path, dir: &Path) -> anyhow::Result<Run> {
     Ok(Run {
         ready,
         rss_kib,
+        clients_rss_kib,
         listening,
         exit,
+    })
+}
+
+/// Opens [`IDLE_CLIENTS`] keep-alive connections to `public`, each signed in by one PROPFIND
+/// Depth 0 of the admin's files (207), and runs `measure` while they are all open and idle
+/// (after [`SETTLE`], as the idle reading).
+fn with_idle_clients<T>(
+    public: SocketAddr,
+    auth: &str,
+    measure: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    rt.block_on(async {
+        let mut clients = Vec::with_capacity(IDLE_CLIENTS);
+        for _ in 0..IDLE_CLIENTS {
+            let mut c = crate::files::Conn::open(public, auth).await?;
+            c.call(
+                "PROPFIND",
+                "/remote.php/dav/files/admin/",
+                &[("depth", "0")],
+                bytes::Bytes::new(),
+                &[207],
+            )
+            .await?;
+            clients.push(c);
+        }
+        tokio::time::sleep(SETTLE).await;
+        let measured = measure();
+        drop(clients);
+        measured
     })
 }
 
