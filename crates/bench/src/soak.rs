@@ -10,7 +10,7 @@
 //! again. Prints requests, failures and p99 per phase, then reads every acknowledged write
 //! back. Target: 0 failed requests in ≥ 100,000. Needs root for the tmpfs.
 //!
-//! `ARCA_BENCH_SOAK_PHASE` sets a phase's length in seconds (default 25: about 110,000
+//! `ARCA_BENCH_SOAK_PHASE` sets a phase's length in seconds (default 25: about 125,000
 //! requests in all on a 2-core machine).
 
 use std::time::{Duration, Instant};
