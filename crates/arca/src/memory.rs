@@ -43,12 +43,12 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// Purges freed memory at once from now on, unless the operator chose a delay
 /// (`MIMALLOC_PURGE_DELAY`) or the option is not where this expects it. Returns what to restore.
 pub(crate) fn purge_at_once() -> Option<c_long> {
-    // Safe: both functions only read or write one option of the already initialized
-    // allocator; an index inside the enum, as checked by reading its default first.
+    // SAFETY: reads one option of the initialized allocator, by an index inside its enum.
     let delay = unsafe { mi_option_get(PURGE_DELAY) };
     if delay != DEFAULT_PURGE_DELAY_MS {
         return None;
     }
+    // SAFETY: writes the option just read, whose place its default confirmed.
     unsafe { mi_option_set(PURGE_DELAY, 0) };
     Some(delay)
 }
@@ -62,7 +62,7 @@ pub(crate) async fn after_start_up(health: Health, restore: Option<c_long>) {
         tokio::time::sleep(POLL).await;
     }
     tokio::time::sleep(SETTLE).await;
-    // Safe: as in `purge_at_once`.
+    // SAFETY: as in `purge_at_once`: the option whose place its default confirmed.
     unsafe { mi_option_set(PURGE_DELAY, delay) };
     tracing::debug!(
         purge_delay_ms = delay,
