@@ -14,7 +14,9 @@ const PASSWORD: &str = "faults-secret";
 /// Clients at once, and the files each keeps overwriting.
 const CLIENTS: usize = 4;
 const FILES: usize = 6;
-const SIZES: [usize; 4] = [1_000, 16_384, 65_536, 300_000];
+/// Small bodies are kept in the metadata database (up to `storage-users.inline_max`, 64 KiB),
+/// the rest reach S3: both sides of the threshold.
+const SIZES: [usize; 5] = [1_000, 16_384, 65_536, 65_537, 300_000];
 
 /// What the load saw: every request that did not succeed, as (status, what).
 #[derive(Default)]
@@ -36,9 +38,10 @@ fn auth() -> String {
     arca_tests::basic("admin", PASSWORD)
 }
 
-/// A client's content for version `n` of file `f`: its size varies, its bytes tell it apart.
+/// A client's content for version `n` of file `f`: its size varies (every size comes to every
+/// file in turn), its bytes tell it apart.
 fn body(client: usize, f: usize, n: u64) -> Vec<u8> {
-    let size = SIZES[(f + n as usize) % SIZES.len()];
+    let size = SIZES[(f + n as usize / FILES) % SIZES.len()];
     let seed = format!("{client}/{f}/{n}:");
     seed.bytes().cycle().take(size).collect()
 }

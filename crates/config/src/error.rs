@@ -112,6 +112,9 @@ pub enum Problem {
     NotSize(String),
     #[error("{0} is too large (at most 8 EiB)")]
     TooLarge(String),
+    /// A value past the bound the key allows, e.g. a body size kept in memory.
+    #[error("{0} is above {1}")]
+    Above(String, &'static str),
     #[error("{0} is not an S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens)")]
     NotBucket(String),
     #[error("must be longer than 0s")]

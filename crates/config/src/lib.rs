@@ -551,6 +551,9 @@ pub struct StorageSection {
     /// Only storage-users has the key (`storage-users.personal_quota`): always `None` for
     /// storage-system, which has no personal spaces.
     pub personal_quota: Option<u64>,
+    /// Bodies of at most this many bytes kept in the metadata database
+    /// (`storage-users.inline_max`); 0 for storage-system, which holds no file contents.
+    pub inline_max: u64,
     /// How deep and long a path may be (`storage-users.max_depth`, `max_path_bytes`); `None`
     /// for storage-system, which takes no paths from clients.
     pub paths: Option<PathLimits>,
@@ -637,6 +640,7 @@ impl fmt::Debug for StorageSection {
             .field("database", &self.database.as_ref().map(|_| "<redacted>"))
             .field("blobs", &self.blobs)
             .field("personal_quota", &self.personal_quota)
+            .field("inline_max", &self.inline_max)
             .field("paths", &self.paths)
             .field("uploads", &self.uploads)
             .field("database_max_connections", &self.database_max_connections)

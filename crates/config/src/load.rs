@@ -444,6 +444,11 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             /// The longest path taken, in bytes (UTF-8, as stored): longer ones are refused
             /// (400) naming it.
             "max_path_bytes" = "32768";
+            /// Files of at most this size, when the client says the size up front, are kept
+            /// in the metadata database with their metadata (one sync commits a batch of
+            /// them, no blob file is made); larger ones go to the blobs. 0 = every file to the
+            /// blobs; at most 1MiB (a body is held in memory whole).
+            "inline_max" = "64KiB";
         });
         (SPACE_PROVISIONING.keys)(&join(prefix, "provisioning"), out);
         (BLOBS.keys)(&join(prefix, "blobs"), out);
@@ -456,6 +461,7 @@ pub(crate) const STORAGE_USERS: Part<StorageSection> = Part {
             endpoint: t.field("endpoint").endpoint()?,
             database: t.field("database").optional_database_url()?,
             personal_quota: t.field("personal_quota").optional_size()?,
+            inline_max: inline_max(&t.field("inline_max"))?,
             paths: Some(PathLimits {
                 max_depth: t.field("max_depth").positive_integer()?,
                 max_bytes: t.field("max_path_bytes").positive_integer()?,
@@ -493,6 +499,7 @@ pub(crate) const STORAGE_SYSTEM: Part<StorageSection> = Part {
             endpoint: t.field("endpoint").endpoint()?,
             database: t.field("database").optional_database_url()?,
             personal_quota: None,
+            inline_max: 0,
             paths: None,
             database_max_connections: t.field("database_max_connections").optional_count()?,
             database_retry: t.field("database_retry").duration()?,
@@ -694,6 +701,16 @@ pub(crate) fn positive_size(field: &Field) -> Result<u64, ConfigError> {
     field
         .optional_size()?
         .ok_or_else(|| field.error(Problem::Zero))
+}
+
+/// `storage-users.inline_max`: a size of at most 1 MiB, 0 for none.
+fn inline_max(field: &Field) -> Result<u64, ConfigError> {
+    let bytes = field.size_or_zero()?;
+    if bytes > 1 << 20 {
+        let (_, shown) = field.scalar()?;
+        return Err(field.error(Problem::Above(shown, "1MiB")));
+    }
+    Ok(bytes)
 }
 
 /// A whole number above 0 that may pass `u32` (a count of pixels).
@@ -2169,6 +2186,24 @@ storage-users:
             yaml_err("transport: {retry: {buffer: 1}}"),
             "transport.retry.buffer: unknown key (config/arca.yaml)"
         );
+    }
+
+    #[test]
+    fn inline_max_rules() {
+        let inline = |v: &str| {
+            flags(&[("storage-users.inline_max", v, "--set")])
+                .map(|c| c.storage_users.inline_max)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(inline(""), Ok(0));
+        assert_eq!(flags(&[]).unwrap().storage_users.inline_max, 64 << 10);
+        assert_eq!(inline("0"), Ok(0));
+        assert_eq!(inline("1MiB"), Ok(1 << 20));
+        assert_eq!(
+            inline("2MiB"),
+            Err(r#"storage-users.inline_max: "2MiB" is above 1MiB (flag --set)"#.to_owned())
+        );
+        assert_eq!(flags(&[]).unwrap().storage_system.inline_max, 0);
     }
 
     #[test]

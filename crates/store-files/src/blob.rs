@@ -176,6 +176,21 @@ impl fmt::Debug for BlobStore {
     }
 }
 
+/// Whether a blob's bytes are kept in the metadata database (the blobs row's `data`, written
+/// with the commit that made it a file's content) rather than in the blob store. Such ids
+/// start with `i`, which no blob store id (hex) does; the rest of the store treats both alike,
+/// and only reads and deletions look.
+pub(crate) fn is_inline(id: &str) -> bool {
+    id.starts_with('i')
+}
+
+/// A new id for a body kept in the metadata database (see [`is_inline`]).
+pub(crate) fn new_inline_id() -> String {
+    // Time-ordered: these ids are keys of the blobs table only, never of directories or S3
+    // prefixes, so inserts land on the index's rightmost page.
+    format!("i{}", crate::ids::time_ordered_id(crate::ids::now_ns()))
+}
+
 impl BlobStore {
     /// The blob store `cfg` describes.
     pub fn open(cfg: &BlobConfig) -> Result<Self, StoreError> {
@@ -422,7 +437,12 @@ impl BlobStore {
 
     /// Deletes blobs; missing ones are fine. On S3 this is one `DeleteObjects` request per
     /// 1,000 keys rather than a round trip per blob.
+    /// Bodies kept inline have nothing here: deleting their rows freed them.
     pub(crate) async fn delete_many(&self, ids: &[String]) -> Result<(), StoreError> {
+        let ids: Vec<&String> = ids.iter().filter(|id| !is_inline(id)).collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
         let keys: Vec<object_store::Result<Path>> =
             ids.iter().map(|id| Ok(Self::key(id))).collect();
         let mut results = self.store.delete_stream(stream::iter(keys).boxed());

@@ -954,6 +954,7 @@ impl Store {
                 blob_id: tail.assembly.clone(),
                 size: total,
                 checksums,
+                inline: None,
             },
         };
         match self.committer().put(put).await {

@@ -63,6 +63,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             "space_members",
             include_str!("../migrations/sqlite/0028_space_members.sql"),
         ),
+        (
+            29,
+            "inline_bodies",
+            include_str!("../migrations/sqlite/0029_inline_bodies.sql"),
+        ),
     ],
     postgres: &[
         (
@@ -104,6 +109,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             28,
             "space_members",
             include_str!("../migrations/postgres/0028_space_members.sql"),
+        ),
+        (
+            29,
+            "inline_bodies",
+            include_str!("../migrations/postgres/0029_inline_bodies.sql"),
         ),
     ],
 };

@@ -5,7 +5,8 @@
 //! this crate's own migrations, run at [`Store::open`]) and the file contents kept as immutable
 //! **blobs** in an `object_store`: a local directory by default, an S3 bucket by
 //! [`BlobConfig::S3`], other backends through [`BlobStore::from_object_store`]. Only the `blob`
-//! module knows which. Beside the tree it keeps what storage-users' clients do to it: resumable
+//! module knows which. Small bodies of a declared length ([`StoreConfig::inline_max`]) are
+//! blobs too, whose bytes the metadata database holds, committed with their node. Beside the tree it keeps what storage-users' clients do to it: resumable
 //! (TUS) uploads, chunked upload folders, WebDAV locks, dead properties, the trash and file
 //! versions, and the collection of orphaned blobs.
 //!
@@ -51,9 +52,9 @@ pub use locks::Lock;
 pub use model::{DeadProp, Node, NodeKind, Precheck, PropPatch, PutOptions, Space, SpaceKind};
 pub use names::{numbered_name, validate_name};
 pub use store::{
-    Burst, BurstRules, Conflict, Download, Expired, Remover, RestoreFilter, RestoreRun,
-    RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashExpiry, TrashItem, Version,
-    VersionRetention, VersionRules,
+    Burst, BurstRules, Conflict, DEFAULT_INLINE_MAX, Download, Expired, Remover, RestoreFilter,
+    RestoreRun, RestoreTally, Restored, SpaceUsage, Store, StoreConfig, TrashExpiry, TrashItem,
+    Version, VersionRetention, VersionRules,
 };
 pub use store::{Member, MemberKind, Role, SpaceDetails, SpaceUpdate};
 pub use uploads::{Appended, Upload, UploadPart};

@@ -82,7 +82,15 @@ pub struct StoreConfig {
     /// How long the writer tries a batch again that failed before its commit because the
     /// database was out of reach (a restart); zero: not at all.
     pub write_retry: std::time::Duration,
+    /// Bodies of at most this many bytes, declared up front, are kept in the metadata
+    /// database and committed with their node (see `put`); zero: every body goes to the
+    /// blob store.
+    pub inline_max: u64,
 }
+
+/// [`StoreConfig::inline_max`] unless set: a 64 KiB body costs the database about what a
+/// file create, fdatasync and directory entry cost the file system.
+pub const DEFAULT_INLINE_MAX: u64 = 64 * 1024;
 
 impl StoreConfig {
     /// Blobs in the local directory `blob_dir`; nothing else set.
@@ -111,6 +119,7 @@ impl StoreConfig {
         let mut cfg = Self::with_blobs(db_url, blobs);
         cfg.max_db_connections = section.database_max_connections;
         cfg.write_retry = section.database_retry;
+        cfg.inline_max = section.inline_max;
         // `dir` is DATA_DIR/<service name>.
         if let Some(name) = dir.file_name() {
             cfg.name = name.to_string_lossy().into_owned();
@@ -129,6 +138,7 @@ impl StoreConfig {
             versions: None,
             trash: false,
             write_retry: std::time::Duration::ZERO,
+            inline_max: DEFAULT_INLINE_MAX,
         }
     }
 }
@@ -153,6 +163,7 @@ struct Inner {
     default_personal_quota: Option<u64>,
     versions: Option<std::sync::Arc<VersionRules>>,
     trash: bool,
+    inline_max: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -204,6 +215,7 @@ impl Store {
                 default_personal_quota: cfg.default_personal_quota,
                 versions,
                 trash: cfg.trash,
+                inline_max: cfg.inline_max,
             }),
         })
     }
@@ -228,6 +240,10 @@ impl Store {
 
     pub(crate) fn blobs(&self) -> &BlobStore {
         &self.inner.blobs
+    }
+
+    pub(crate) fn inline_max(&self) -> u64 {
+        self.inner.inline_max
     }
 
     /// The rules of versions, when this store keeps any.

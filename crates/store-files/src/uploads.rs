@@ -506,6 +506,7 @@ impl Store {
                 blob_id,
                 size: u.length,
                 checksums,
+                inline: None,
             },
         })
         .await

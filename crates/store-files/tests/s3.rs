@@ -46,6 +46,7 @@ async fn s3() {
         range_reads,
         large_file_multipart_round_trip,
         copy_tree,
+        inline_bodies,
     );
     eprintln!("s3: multipart_uploads_complete_or_abort");
     multipart_uploads_complete_or_abort(&moto).await;

@@ -78,6 +78,7 @@ scenarios!(
     cached_listings_follow_every_change,
     space_members_and_disabling,
     deep_paths_resolve_piecewise,
+    inline_bodies,
 );
 
 /// `default_personal_quota` (`storage-users.personal_quota` in the config) is the quota of every

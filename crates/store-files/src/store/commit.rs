@@ -579,7 +579,17 @@ async fn apply(
     // A handful of statements for the whole batch, whatever its size: claim every upload, read
     // every parent and every existing target, then decide each put in queue order in memory
     // (a put sees what the puts before it in the batch did), then write the results.
-    let claimed = claim_uploads(c, &puts).await?;
+    // Inline bodies have no upload row: their rows are written below, for the puts applied.
+    let streamed: Vec<&PutCommit> = puts
+        .iter()
+        .copied()
+        .filter(|p| p.written.inline.is_none())
+        .collect();
+    let claimed = if streamed.is_empty() {
+        Vec::new()
+    } else {
+        claim_uploads(c, &streamed).await?
+    };
     let (dirs, mut targets) = lookup(c, &puts).await?;
 
     let now = now_ns();
@@ -591,6 +601,8 @@ async fn apply(
     // Overwritten contents kept as versions instead of released.
     let mut kept: Vec<Version> = Vec::new();
     let mut unclaim: Vec<&str> = Vec::new();
+    // The inline bodies of the puts applied: (blob id, size, bytes).
+    let mut inline: Vec<(&str, u64, &bytes::Bytes)> = Vec::new();
     // Parent → (size delta, an entry was created in it), in first-seen order.
     let mut parents: Vec<(&str, i64, bool)> = Vec::new();
     for job in jobs {
@@ -599,7 +611,7 @@ async fn apply(
             continue;
         };
         let blob = put.written.blob_id.as_str();
-        if !claimed.iter().any(|id| id == blob) {
+        if put.written.inline.is_none() && !claimed.iter().any(|id| id == blob) {
             // The collector judged the upload abandoned (slower than its min_age): the row is
             // gone, and this commit must fail rather than point at nothing.
             outcomes.push(Some(Err(StoreError::Corrupt(format!(
@@ -617,12 +629,17 @@ async fn apply(
         let delta = match decided {
             Ok(delta) => delta,
             Err(e) => {
-                unclaim.push(blob);
+                if put.written.inline.is_none() {
+                    unclaim.push(blob);
+                }
                 outcomes.push(Some(Err(e)));
                 continue;
             }
         };
         let written = &put.written;
+        if let Some(data) = &written.inline {
+            inline.push((blob, written.size, data));
+        }
         let mtime = put.opts.mtime.map_or(now, to_ns);
         let fresh = Node {
             id: String::new(),
@@ -696,6 +713,9 @@ async fn apply(
             q = q.bind(*id);
         }
         q.execute(&mut *c).await?;
+    }
+    if !inline.is_empty() {
+        insert_inline(c, &inline).await?;
     }
     if !inserts.is_empty() {
         insert_nodes(c, &inserts).await?;
@@ -917,6 +937,30 @@ async fn insert_nodes(c: &mut AnyConnection, nodes: &[Node]) -> Result<()> {
             .bind(cs.map(|c| c.md5.as_str()))
             .bind(cs.map(|c| c.adler32.as_str()))
             .bind(to_ns(n.created));
+    }
+    q.execute(&mut *c).await?;
+    Ok(())
+}
+
+/// The rows of the batch's inline bodies, committed (state 1) with their bytes, in one
+/// statement. The row doubles as the put's witness for [`landed`], as a claimed upload's does.
+async fn insert_inline(c: &mut AnyConnection, rows: &[(&str, u64, &bytes::Bytes)]) -> Result<()> {
+    use std::fmt::Write as _;
+    let mut sql = String::from("INSERT INTO blobs (id, state, size, created, data) VALUES ");
+    for i in 0..rows.len() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(
+            sql,
+            "{sep}(${}, 1, ${}, $1, ${})",
+            3 * i + 2,
+            3 * i + 3,
+            3 * i + 4
+        );
+    }
+    // Safe: built from constants and the count; every value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms());
+    for (id, size, data) in rows {
+        q = q.bind(*id).bind(db_size(*size)?).bind(&data[..]);
     }
     q.execute(&mut *c).await?;
     Ok(())

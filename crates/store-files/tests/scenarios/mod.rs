@@ -1585,3 +1585,132 @@ pub async fn deep_paths_resolve_piecewise(ctx: &Ctx) {
             .is_none()
     );
 }
+
+/// Bodies declared at most `inline_max` bytes long are kept in the metadata database with
+/// their node; one byte more goes to the blob store. Both read back the same, whole and in
+/// ranges, with the same checksums; overwrites, copies and the collector treat them alike.
+pub async fn inline_bodies(ctx: &Ctx) {
+    let s = &ctx.store;
+    let space = s.personal_space("ines").await.unwrap();
+    let root = &space.root_id;
+    let max = arca_store_files::DEFAULT_INLINE_MAX as usize;
+    let declared = |len: usize| PutOptions {
+        content_length: Some(len as u64),
+        ..PutOptions::default()
+    };
+    let files_before = ctx.blob_files().await.len();
+
+    // At the threshold (sent in 4 KiB chunks, joined), one byte over, and empty.
+    let at = content(11, max);
+    let over = content(12, max + 1);
+    let f_at = s
+        .put_file(root, "at", body(at.clone(), 4096), declared(max))
+        .await
+        .unwrap();
+    assert_eq!(
+        ctx.blob_files().await.len(),
+        files_before,
+        "a body at the threshold writes no blob file"
+    );
+    let f_over = s
+        .put_file(root, "over", body(over.clone(), 4096), declared(max + 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        ctx.blob_files().await.len(),
+        files_before + 1,
+        "one byte over the threshold goes to the blob store"
+    );
+    let f_empty = s
+        .put_file(root, "empty", body(Vec::new(), 1), declared(0))
+        .await
+        .unwrap();
+    assert_eq!(ctx.read(&f_at.id).await, at);
+    assert_eq!(ctx.read(&f_over.id).await, over);
+    assert_eq!(ctx.read(&f_empty.id).await, b"");
+    for (start, end) in [(0u64, 0u64), (100, 4195), (max as u64 - 10, max as u64 - 1)] {
+        assert_eq!(
+            read_all(s, &f_at.id, Some((start, end))).await,
+            &at[start as usize..=end as usize],
+            "range {start}-{end} of an inline body"
+        );
+    }
+    // The same checksums as a streamed body of the same bytes.
+    let streamed = s
+        .put_file(
+            root,
+            "streamed",
+            body(at.clone(), 1000),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(f_at.checksums, streamed.checksums);
+    assert_eq!(
+        f_at.checksums.as_ref().unwrap().sha1,
+        hex(&Sha1::digest(&at))
+    );
+    assert_eq!(s.stat(&f_at.id).await.unwrap().size, max as u64);
+
+    // A body that is not what it declared is refused and the old content stays.
+    for sent in [max - 1, max + 1] {
+        let r = s
+            .put_file(root, "at", body(content(13, sent), 4096), declared(max))
+            .await;
+        assert!(
+            matches!(r, Err(StoreError::LengthMismatch { .. })),
+            "declared {max}, sent {sent}: {r:?}"
+        );
+    }
+    let checked = PutOptions {
+        expected_checksum: Some((ChecksumAlgo::Sha1, "00".repeat(20))),
+        ..declared(3)
+    };
+    let r = s
+        .put_file(root, "at", body(b"abc".to_vec(), 3), checked)
+        .await;
+    assert!(
+        matches!(r, Err(StoreError::ChecksumMismatch { .. })),
+        "{r:?}"
+    );
+    assert_eq!(ctx.read(&f_at.id).await, at);
+
+    // A copy shares the inline blob; overwriting both releases it once, and the collector
+    // frees it (its row) without touching the blob store.
+    let copy = s
+        .copy_node(&f_at.id, root, "at-copy", false, true)
+        .await
+        .unwrap();
+    assert_eq!(copy.blob_id(), f_at.blob_id());
+    s.put_file(root, "at", body(b"new".to_vec(), 3), declared(3))
+        .await
+        .unwrap();
+    assert_eq!(s.collect_orphans(Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(ctx.read(&copy.id).await, at);
+    s.put_file(root, "at-copy", body(b"newer".to_vec(), 5), declared(5))
+        .await
+        .unwrap();
+    assert_eq!(s.collect_orphans(Duration::ZERO).await.unwrap(), 1);
+    assert_eq!(ctx.read(&f_at.id).await, b"new");
+    assert_eq!(ctx.read(&copy.id).await, b"newer");
+    assert_eq!(ctx.blob_files().await.len(), files_before + 2);
+
+    // Concurrent inline puts to one name: each commits whole, the last one wins.
+    let puts = (0..16u8).map(|i| {
+        let s = s.clone();
+        let root = root.clone();
+        async move {
+            let data = vec![i; 1000 + usize::from(i)];
+            let len = data.len();
+            s.put_file(&root, "race", body(data, 300), declared(len))
+                .await
+        }
+    });
+    let done = futures::future::join_all(puts).await;
+    assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
+    let race = s.stat(&done[0].as_ref().unwrap().id).await.unwrap();
+    let got = ctx.read(&race.id).await;
+    let i = got[0];
+    assert_eq!(got, vec![i; 1000 + usize::from(i)]);
+    assert_eq!(race.size, got.len() as u64);
+}
