@@ -18,6 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_idempotent_calls(&fds)?;
     tonic_prost_build::configure()
         .build_transport(false)
+        // A small PUT's body: decoded as a view of the received buffer, not copied.
+        .bytes(".arca.v1.PutRequest.body")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -281,6 +281,12 @@ impl Storage for GatewayApi {
         forward!(self, req, initiate_upload, p)
     }
 
+    async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let target = req.get_ref().upload.as_ref().and_then(|u| u.r#ref.as_ref());
+        let p = Self::provider_of(target)?;
+        forward!(self, req, put, p)
+    }
+
     async fn create_upload_folder(
         &self,
         req: Request<CreateUploadFolderRequest>,

@@ -36,6 +36,12 @@ pub const IDEMPOTENT_CALLS: &[&str] = include!(concat!(env!("OUT_DIR"), "/idempo
 /// that still fails, as a clear error, rather than a process holding an unbounded answer.
 pub const MAX_STORAGE_ANSWER: usize = 128 << 20;
 
+/// The largest body a PUT carries inside the Storage API's `Put` call instead of through the
+/// provider's data path: one round trip instead of two for the small files sync clients write
+/// most, at the cost of holding the body in memory (the data path streams). The same as
+/// storage-users' default `inline_max`, so such a body is committed with its metadata.
+pub const SMALL_BODY: usize = 64 << 10;
+
 /// A Storage API client on `channel` that reads answers up to [`MAX_STORAGE_ANSWER`]: the one
 /// way every service makes one.
 pub fn storage_client<T>(channel: T) -> v1::storage_client::StorageClient<T>

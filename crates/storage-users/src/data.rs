@@ -67,6 +67,33 @@ pub(crate) async fn upload(
         Ok(c) => c,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    let stream = body
+        .into_data_stream()
+        .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) });
+    match put_granted(&p, grant, expected_checksum, stream).await {
+        Ok(message) => {
+            let mut resp = StatusCode::OK.into_response();
+            if let Some(v) = node_header(&message) {
+                resp.headers_mut().insert(NODE_HEADER, v);
+            }
+            resp
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+/// Writes `body` as an upload grant says (through the data path, or carried in a `Put`
+/// call); returns the file as committed.
+pub(crate) async fn put_granted<S, E>(
+    p: &Provider,
+    grant: UploadGrant,
+    expected_checksum: Option<(arca_store_files::ChecksumAlgo, String)>,
+    body: S,
+) -> Result<arca_proto::v1::Node, StoreError>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Send,
+    E: Into<arca_store::BoxError>,
+{
     let opts = PutOptions {
         if_match: (!grant.if_match.is_empty()).then(|| grant.if_match.clone()),
         if_none_match_any: grant.if_none_match_any,
@@ -78,25 +105,21 @@ pub(crate) async fn upload(
             allowance: grant.allowance,
         }),
     };
-    let stream = body
-        .into_data_stream()
-        .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) });
-    match p
+    let node = p
         .store
-        .put_file(&grant.parent, &grant.name, stream, opts)
-        .await
-    {
-        Ok(node) => {
-            p.changed(&node.space_id);
-            let message = p.node_message(&node, grant.path, &grant.owner);
-            let mut resp = StatusCode::OK.into_response();
-            if let Some(v) = node_header(&message) {
-                resp.headers_mut().insert(NODE_HEADER, v);
-            }
-            resp
-        }
-        Err(e) => store_error(e),
+        .put_file(&grant.parent, &grant.name, body, opts)
+        .await?;
+    p.changed(&node.space_id);
+    Ok(p.node_message(&node, grant.path, &grant.owner))
+}
+
+/// A body whose length is not the one announced, as the store would refuse it.
+pub(crate) fn length_mismatch(expected: i64, received: i64) -> tonic::Status {
+    StoreError::LengthMismatch {
+        expected: expected.unsigned_abs(),
+        received: received.unsigned_abs(),
     }
+    .status()
 }
 
 pub(crate) async fn download(

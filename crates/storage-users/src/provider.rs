@@ -1078,148 +1078,49 @@ impl Storage for Provider {
         req: Request<InitiateUploadRequest>,
     ) -> Result<Response<Transfer>, Status> {
         let who = caller(&req)?;
-        let r = req.get_ref();
-        // The fast path reads the space, the parent and the target in one query: what the
-        // put would check before reading the body is checked here on it, and the put skips
-        // its own read (`prechecked`).
-        let (space, parent, mut name, mut path, perm, mut found, locks_possible, one_read) =
-            match self.personal_entry(who, r.r#ref.as_ref()).await? {
-                Some((space, parent, name, path, child)) => {
-                    let (child, locks) = child;
-                    let found = child.ok_or(arca_store_files::StoreError::NotFound);
-                    (
-                        space,
-                        parent,
-                        name,
-                        path,
-                        grants::Perm::OWNER,
-                        found,
-                        locks,
-                        true,
-                    )
-                }
-                None => {
-                    let (space, parent, name, path, perm) =
-                        self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
-                    arca_store_files::validate_name(&name).map_err(|e| e.status())?;
-                    let found = self.store.child(&parent.id, &name).await;
-                    (space, parent, name, path, perm, found, true, false)
-                }
-            };
-        // Upload-only: a taken name is neither replaced nor revealed (grants::free_name).
-        let blind = grants::blind(&perm);
-        if blind && found.is_ok() {
-            (name, path) = grants::free_name(&self.store, &parent.id, &path).await?;
-            found = Err(arca_store_files::StoreError::NotFound);
-        }
-        // Replacing is an update, a new file a create (all an upload-only link may do).
-        perm.need(if found.is_ok() {
-            grants::UPDATE
-        } else {
-            grants::CREATE
-        })?;
-        let found = match found {
-            Ok(n) if n.is_dir() => {
-                return Err(ErrorKind::Conflict.status("a collection exists under this name"));
-            }
-            Ok(n) => Some(n),
-            Err(arca_store_files::StoreError::NotFound) => None,
-            Err(e) => return Err(e.status()),
-        };
-        let existing = found
-            .as_ref()
-            .map(|n| self.node_message(n, path.clone(), &space.owner));
-        let touch = if existing.is_some() {
-            Touch::Resource
-        } else {
-            Touch::Member
-        };
-        // A space without a single lock row has no lock to satisfy.
-        if locks_possible {
-            self.check_locks(who, &space.id, &path, touch, &r.lock_tokens)
-                .await?;
-        }
-        // Fail fast on preconditions the commit would refuse anyway, before any byte moves.
-        match &existing {
-            Some(_) if r.if_none_match_any => {
-                return Err(ErrorKind::PreconditionFailed.status("the resource exists"));
-            }
-            Some(n) if !r.if_match.is_empty() && r.if_match.trim_matches('"') != n.etag => {
-                return Err(ErrorKind::PreconditionFailed.status("etag does not match"));
-            }
-            None if !r.if_match.is_empty() => {
-                return Err(ErrorKind::PreconditionFailed.status("the resource does not exist"));
-            }
-            _ => {}
-        }
-        if r.resumable {
-            let transfer = self
-                .initiate_resumable(who, &space, &parent, name, path, existing, r)
-                .await?;
-            return Ok(Response::new(transfer));
-        }
-        if !r.upload_folder.is_empty() {
-            // The folder's chunks become the file: the assembly checks the space and the
-            // quota itself, against the folder's real size.
-            let grant = UploadGrant {
-                parent: parent.id.clone(),
-                name,
-                path,
-                owner: space.owner.clone(),
-                if_match: r.if_match.clone(),
-                if_none_match_any: r.if_none_match_any || blind,
-                mtime_ns: r.mtime_ns,
-                length: r.length,
-                checksum: r.checksum.clone(),
-                space: None,
-                allowance: None,
-                folder: r.upload_folder.clone(),
-                folder_user: who.id.clone(),
-            };
-            return Ok(Response::new(Transfer {
+        let transfer = match self.prepare_upload(who, req.get_ref()).await? {
+            Prepared::Transfer(t) => t,
+            Prepared::Grant { grant, existing } => Transfer {
                 provider: self.name.to_owned(),
-                token: self
-                    .signer
-                    .sign(crate::folders::ASSEMBLE_PURPOSE, &grant, TRANSFER_TTL),
+                token: self.signer.sign(UPLOAD_PURPOSE, &grant, TRANSFER_TTL),
                 node: existing,
                 expires: 0,
-            }));
+            },
+        };
+        Ok(Response::new(transfer))
+    }
+
+    async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let mut upload = r.upload.clone().unwrap_or_default();
+        if upload.resumable || !upload.upload_folder.is_empty() {
+            return Err(ErrorKind::InvalidArgument
+                .status("a Put carries its body: neither resumable nor an upload folder"));
         }
-        let prechecked = if one_read {
-            let opts = arca_store_files::PutOptions {
-                if_match: (!r.if_match.is_empty()).then(|| r.if_match.clone()),
-                if_none_match_any: r.if_none_match_any,
-                content_length: u64::try_from(r.length).ok(),
-                ..Default::default()
-            };
-            Some(
-                arca_store_files::Precheck::of(&space, &parent, found.as_ref(), &opts)
-                    .map_err(|e| e.status())?,
-            )
-        } else {
-            None
+        if r.body.len() > arca_proto::SMALL_BODY {
+            return Err(ErrorKind::InvalidArgument.status(format!(
+                "a Put carries at most {} bytes; larger bodies go through InitiateUpload",
+                arca_proto::SMALL_BODY
+            )));
+        }
+        let length = r.body.len() as i64;
+        if upload.length >= 0 && upload.length != length {
+            return Err(crate::data::length_mismatch(upload.length, length));
+        }
+        upload.length = length;
+        let Prepared::Grant { grant, existing } = self.prepare_upload(who, &upload).await? else {
+            return Err(ErrorKind::Internal.status("a Put was prepared as a transfer"));
         };
-        let grant = UploadGrant {
-            parent: parent.id.clone(),
-            name,
-            path,
-            owner: space.owner.clone(),
-            if_match: r.if_match.clone(),
-            // A blind upload never replaces what a racing one just created.
-            if_none_match_any: r.if_none_match_any || blind,
-            mtime_ns: r.mtime_ns,
-            length: r.length,
-            checksum: r.checksum.clone(),
-            space: prechecked.as_ref().map(|p| p.space_id.clone()),
-            allowance: prechecked.and_then(|p| p.allowance),
-            folder: String::new(),
-            folder_user: String::new(),
-        };
-        Ok(Response::new(Transfer {
-            provider: self.name.to_owned(),
-            token: self.signer.sign(UPLOAD_PURPOSE, &grant, TRANSFER_TTL),
-            node: existing,
-            expires: 0,
+        let expected_checksum = convert::expected_checksum(&grant.checksum)
+            .map_err(|e| ErrorKind::InvalidArgument.status(e))?;
+        let body = futures::stream::iter([Ok::<_, std::io::Error>(r.body.clone())]);
+        let node = crate::data::put_granted(self, grant, expected_checksum, body)
+            .await
+            .map_err(|e| e.status())?;
+        Ok(Response::new(PutResponse {
+            node: Some(node),
+            replaced: existing.is_some(),
         }))
     }
 
@@ -1518,6 +1419,150 @@ fn alias_slug(name: &str) -> String {
         out.push_str("space");
     }
     out
+}
+
+/// What an upload's checks came to: a transfer the caller is handed as it is (a resumable
+/// upload, an upload folder to assemble), or the grant of a plain write.
+enum Prepared {
+    Transfer(Transfer),
+    Grant {
+        grant: UploadGrant,
+        /// The file now under the name, if any.
+        existing: Option<Node>,
+    },
+}
+
+impl Provider {
+    /// The checks of an upload (`InitiateUpload`, `Put`) before any byte moves: the caller's
+    /// right to create or replace, locks, preconditions, the quota against the length.
+    async fn prepare_upload(
+        &self,
+        who: &Identity,
+        r: &InitiateUploadRequest,
+    ) -> Result<Prepared, Status> {
+        // The fast path reads the space, the parent and the target in one query: what the
+        // put would check before reading the body is checked here on it, and the put skips
+        // its own read (`prechecked`).
+        let (space, parent, mut name, mut path, perm, mut found, locks_possible, one_read) =
+            match self.personal_entry(who, r.r#ref.as_ref()).await? {
+                Some((space, parent, name, path, child)) => {
+                    let (child, locks) = child;
+                    let found = child.ok_or(arca_store_files::StoreError::NotFound);
+                    (
+                        space,
+                        parent,
+                        name,
+                        path,
+                        grants::Perm::OWNER,
+                        found,
+                        locks,
+                        true,
+                    )
+                }
+                None => {
+                    let (space, parent, name, path, perm) =
+                        self.resolve_parent_perm(who, r.r#ref.as_ref()).await?;
+                    arca_store_files::validate_name(&name).map_err(|e| e.status())?;
+                    let found = self.store.child(&parent.id, &name).await;
+                    (space, parent, name, path, perm, found, true, false)
+                }
+            };
+        // Upload-only: a taken name is neither replaced nor revealed (grants::free_name).
+        let blind = grants::blind(&perm);
+        if blind && found.is_ok() {
+            (name, path) = grants::free_name(&self.store, &parent.id, &path).await?;
+            found = Err(arca_store_files::StoreError::NotFound);
+        }
+        // Replacing is an update, a new file a create (all an upload-only link may do).
+        perm.need(if found.is_ok() {
+            grants::UPDATE
+        } else {
+            grants::CREATE
+        })?;
+        let found = match found {
+            Ok(n) if n.is_dir() => {
+                return Err(ErrorKind::Conflict.status("a collection exists under this name"));
+            }
+            Ok(n) => Some(n),
+            Err(arca_store_files::StoreError::NotFound) => None,
+            Err(e) => return Err(e.status()),
+        };
+        let existing = found
+            .as_ref()
+            .map(|n| self.node_message(n, path.clone(), &space.owner));
+        let touch = if existing.is_some() {
+            Touch::Resource
+        } else {
+            Touch::Member
+        };
+        // A space without a single lock row has no lock to satisfy.
+        if locks_possible {
+            self.check_locks(who, &space.id, &path, touch, &r.lock_tokens)
+                .await?;
+        }
+        // Fail fast on preconditions the commit would refuse anyway, before any byte moves.
+        match &existing {
+            Some(_) if r.if_none_match_any => {
+                return Err(ErrorKind::PreconditionFailed.status("the resource exists"));
+            }
+            Some(n) if !r.if_match.is_empty() && r.if_match.trim_matches('"') != n.etag => {
+                return Err(ErrorKind::PreconditionFailed.status("etag does not match"));
+            }
+            None if !r.if_match.is_empty() => {
+                return Err(ErrorKind::PreconditionFailed.status("the resource does not exist"));
+            }
+            _ => {}
+        }
+        if r.resumable {
+            let transfer = self
+                .initiate_resumable(who, &space, &parent, name, path, existing, r)
+                .await?;
+            return Ok(Prepared::Transfer(transfer));
+        }
+        let mut grant = UploadGrant {
+            parent: parent.id.clone(),
+            name,
+            path,
+            owner: space.owner.clone(),
+            if_match: r.if_match.clone(),
+            // A blind upload never replaces what a racing one just created.
+            if_none_match_any: r.if_none_match_any || blind,
+            mtime_ns: r.mtime_ns,
+            length: r.length,
+            checksum: r.checksum.clone(),
+            space: None,
+            allowance: None,
+            folder: String::new(),
+            folder_user: String::new(),
+        };
+        if !r.upload_folder.is_empty() {
+            // The folder's chunks become the file: the assembly checks the space and the
+            // quota itself, against the folder's real size.
+            grant.folder = r.upload_folder.clone();
+            grant.folder_user = who.id.clone();
+            return Ok(Prepared::Transfer(Transfer {
+                provider: self.name.to_owned(),
+                token: self
+                    .signer
+                    .sign(crate::folders::ASSEMBLE_PURPOSE, &grant, TRANSFER_TTL),
+                node: existing,
+                expires: 0,
+            }));
+        }
+        if one_read {
+            let opts = arca_store_files::PutOptions {
+                if_match: (!r.if_match.is_empty()).then(|| r.if_match.clone()),
+                if_none_match_any: r.if_none_match_any,
+                content_length: u64::try_from(r.length).ok(),
+                ..Default::default()
+            };
+            let prechecked = arca_store_files::Precheck::of(&space, &parent, found.as_ref(), &opts)
+                .map_err(|e| e.status())?;
+            grant.space = Some(prechecked.space_id);
+            grant.allowance = prechecked.allowance;
+        }
+        Ok(Prepared::Grant { grant, existing })
+    }
 }
 
 #[cfg(test)]

@@ -276,32 +276,59 @@ pub(super) async fn put(dav: &Dav, loc: &Location, req: Request) -> Result<Respo
         .unwrap_or(-1);
     let mtime = crate::headers::mtime_ns(h);
     let checksum = checksum_header(h)?;
+    let upload = InitiateUploadRequest {
+        r#ref: Some(loc.reference()),
+        if_match: if if_match == "*" {
+            String::new()
+        } else {
+            if_match
+        },
+        if_none_match_any,
+        mtime_ns: mtime.unwrap_or(0),
+        length,
+        checksum,
+        lock_tokens: loc.tokens.clone(),
+        resumable: false,
+        upload_folder: String::new(),
+    };
+    let refused = |s: tonic::Status| match ErrorKind::of(&s) {
+        ErrorKind::PermissionDenied if loc.path.is_root() => dav_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "cannot PUT onto a collection",
+            None,
+        ),
+        _ => grpc_error(s),
+    };
+    // A small body of a declared length rides in the one call that checks and writes it:
+    // no grant, no second request through the data path.
+    if (0..=arca_proto::SMALL_BODY as i64).contains(&length) {
+        let body = axum::body::to_bytes(req.into_body(), arca_proto::SMALL_BODY)
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %e, "reading a small PUT's body");
+                dav_error(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read whole",
+                    None,
+                )
+            })?;
+        let put = dav
+            .storage()
+            .put(PutRequest {
+                upload: Some(upload),
+                body,
+            })
+            .await
+            .map_err(refused)?
+            .into_inner();
+        let node = put.node.unwrap_or_default();
+        return Ok(answer_written(&node, put.replaced, mtime.is_some()));
+    }
     let transfer = dav
         .storage()
-        .initiate_upload(InitiateUploadRequest {
-            r#ref: Some(loc.reference()),
-            if_match: if if_match == "*" {
-                String::new()
-            } else {
-                if_match
-            },
-            if_none_match_any,
-            mtime_ns: mtime.unwrap_or(0),
-            length,
-            checksum,
-            lock_tokens: loc.tokens.clone(),
-            resumable: false,
-            upload_folder: String::new(),
-        })
+        .initiate_upload(upload)
         .await
-        .map_err(|s| match ErrorKind::of(&s) {
-            ErrorKind::PermissionDenied if loc.path.is_root() => dav_error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "cannot PUT onto a collection",
-                None,
-            ),
-            _ => grpc_error(s),
-        })?
+        .map_err(refused)?
         .into_inner();
     let existed = transfer.node.is_some();
     let mut data_req = http::Request::put(data_uri(&transfer.token));
@@ -325,6 +352,11 @@ pub(crate) async fn written(
         return Err(provider_error(resp).await);
     }
     let node = crate::headers::committed_node(resp.headers()).unwrap_or_default();
+    Ok(answer_written(&node, replaced, mtime_set))
+}
+
+/// 201 (204 when a file was `replaced`) with the committed node's headers.
+fn answer_written(node: &Node, replaced: bool, mtime_set: bool) -> Response {
     let mut out = if replaced {
         StatusCode::NO_CONTENT
     } else {
@@ -332,7 +364,7 @@ pub(crate) async fn written(
     }
     .into_response();
     let hm = out.headers_mut();
-    node_headers(hm, &node);
+    node_headers(hm, node);
     hm.insert(
         HeaderName::from_static("oc-perm"),
         HeaderValue::from_static("SRDNVWZP"),
@@ -343,7 +375,7 @@ pub(crate) async fn written(
             HeaderValue::from_static("accepted"),
         );
     }
-    Ok(out)
+    out
 }
 
 /// A provider's failure answer as a WebDAV error with its one-line reason.
