@@ -1,5 +1,6 @@
 //! Files over WebDAV through every service on the real boot path: the litmus suite, etag
-//! propagation, id stability, atomic concurrent writes, a killed upload, and bad input. In the
+//! propagation, id stability, atomic concurrent writes, a killed upload, a kill under a PUT
+//! load (SQLite and PostgreSQL, bodies kept in the database and in blobs), and bad input. In the
 //! test process ([`InProcess`]), except where the process is the subject: a SIGKILL, and the
 //! log a secret must never reach.
 
@@ -286,6 +287,183 @@ async fn a_killed_upload_leaves_the_previous_version() -> anyhow::Result<()> {
         listing.text()
     );
     Ok(())
+}
+
+/// Bodies on both sides of storage-users' `inline_max` (64 KiB): kept in the database with
+/// their node up to it, in the blob store past it.
+const KILL_SIZES: [usize; 5] = [700, 16_000, 65_536, 65_537, 200_000];
+const KILL_CLIENTS: usize = 4;
+const KILL_FILES: usize = 5;
+
+/// What one client sent to one path: the last content acknowledged, and the one in flight
+/// when the server died (it may have committed without its answer getting out).
+#[derive(Default, Clone)]
+struct Sent {
+    acknowledged: Option<Vec<u8>>,
+    in_flight: Option<Vec<u8>>,
+}
+
+/// Content `n` of a client's file: its size cycles through [`KILL_SIZES`], its bytes say
+/// whose and which it is.
+fn kill_body(client: usize, file: usize, n: usize) -> Vec<u8> {
+    let size = KILL_SIZES[(file + n / KILL_FILES) % KILL_SIZES.len()];
+    format!("{client}/{file}/{n};")
+        .bytes()
+        .cycle()
+        .take(size)
+        .collect()
+}
+
+/// Four clients PUT and overwrite files of every size in [`KILL_SIZES`] until the server is
+/// killed with SIGKILL once each size has been acknowledged ten times; then, after a
+/// restart, every file is the content last acknowledged or the one in flight, whole, with
+/// the size and checksum of those bytes, and nothing else is there.
+async fn killed_under_a_put_load(dir: &TempDir, env: &[(&str, &str)]) -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let launch = |dir: &TempDir| {
+        let mut launch = Launch::arca(dir).env("ARCA_ADMIN_PASSWORD", PASSWORD);
+        for (k, v) in env {
+            launch = launch.env(k, v);
+        }
+        launch
+    };
+    let mut server = launch(dir).spawn()?;
+    server.wait_ready(READY).await?;
+    let addr = server.public.clone();
+    assert_eq!(
+        dav(&addr, "MKCOL", &format!("{ROOT}/load"), &[], "")
+            .await?
+            .status,
+        201
+    );
+
+    let dying = Arc::new(AtomicBool::new(false));
+    // Acknowledged puts per size.
+    let acked: Arc<Vec<AtomicUsize>> =
+        Arc::new(KILL_SIZES.iter().map(|_| AtomicUsize::new(0)).collect());
+    let mut clients = Vec::new();
+    for c in 0..KILL_CLIENTS {
+        let (addr, dying, acked) = (addr.clone(), Arc::clone(&dying), Arc::clone(&acked));
+        clients.push(tokio::spawn(async move {
+            let mut sent = vec![Sent::default(); KILL_FILES];
+            for n in 0.. {
+                let f = n % KILL_FILES;
+                let body = kill_body(c, f, n);
+                sent[f].in_flight = Some(body.clone());
+                let path = format!("{ROOT}/load/c{c}-f{f}.bin");
+                let put = dav(&addr, "PUT", &path, &[], body.clone()).await;
+                match put {
+                    Ok(r) if r.status == 201 || r.status == 204 => {
+                        sent[f] = Sent {
+                            acknowledged: Some(body.clone()),
+                            in_flight: None,
+                        };
+                        if let Some(i) = KILL_SIZES.iter().position(|&s| s == body.len()) {
+                            acked[i].fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    _ if dying.load(Ordering::SeqCst) => return Ok(sent),
+                    Ok(r) => anyhow::bail!("PUT {path}: {} {}", r.status, r.text()),
+                    Err(e) => anyhow::bail!("PUT {path}: {e:#}"),
+                }
+            }
+            Ok(sent)
+        }));
+    }
+    // Killed mid-load: once every size has been acknowledged ten times, within a bound.
+    let started = std::time::Instant::now();
+    while acked.iter().any(|a| a.load(Ordering::SeqCst) < 10) {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "the load did not get every size acknowledged ten times within 30 s"
+        );
+        anyhow::ensure!(
+            clients.iter().all(|c| !c.is_finished()),
+            "a client stopped before the kill"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    dying.store(true, Ordering::SeqCst);
+    server.proc.signal(libc::SIGKILL);
+    server.proc.wait_exit(Duration::from_secs(10)).await?;
+    let mut sent = Vec::new();
+    for c in clients {
+        sent.push(c.await??);
+    }
+
+    let mut server = launch(dir).spawn()?;
+    server.wait_ready(READY).await?;
+    let addr = server.public.clone();
+    let listing = dav(
+        &addr,
+        "PROPFIND",
+        &format!("{ROOT}/load/"),
+        &[("depth", "1")],
+        "",
+    )
+    .await?;
+    assert_eq!(listing.status, 207);
+    let listed = listing.text().matches("<d:response>").count() - 1;
+    let (mut expected, mut in_flight_landed) = (0, 0);
+    for (c, files) in sent.iter().enumerate() {
+        for (f, s) in files.iter().enumerate() {
+            let path = format!("{ROOT}/load/c{c}-f{f}.bin");
+            let got = dav(&addr, "GET", &path, &[], "").await?;
+            let whole = |b: &Option<Vec<u8>>| b.as_ref().is_some_and(|b| *b == got.body);
+            match got.status {
+                200 if whole(&s.acknowledged) => expected += 1,
+                200 if whole(&s.in_flight) => {
+                    expected += 1;
+                    in_flight_landed += 1;
+                }
+                404 if s.acknowledged.is_none() => {}
+                status => panic!(
+                    "{path}: {status} with {} bytes, neither the acknowledged content ({:?} bytes) \
+                     nor the one in flight ({:?} bytes) whole",
+                    got.body.len(),
+                    s.acknowledged.as_ref().map(Vec::len),
+                    s.in_flight.as_ref().map(Vec::len),
+                ),
+            }
+            if got.status == 200 {
+                let size = prop(&addr, &path, "d:getcontentlength").await?;
+                assert_eq!(size, got.body.len().to_string(), "{path}: listed size");
+                let sums = prop(&addr, &path, "oc:checksums").await?.to_lowercase();
+                let want = format!("sha1:{}", arca_tests::sha1_hex(&got.body));
+                assert!(
+                    sums.contains(&want),
+                    "{path}: checksums {sums}, want {want}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        listed,
+        expected,
+        "the folder lists exactly the files there:\n{}",
+        listing.text()
+    );
+    let acked: Vec<usize> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+    eprintln!(
+        "killed under load: {acked:?} PUTs acknowledged per size {KILL_SIZES:?}; every file \
+         read back whole after the restart, {in_flight_landed} of them the content in flight"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_kill_under_a_put_load_loses_no_acknowledged_file_on_sqlite() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    killed_under_a_put_load(&dir, &[]).await
+}
+
+#[tokio::test]
+async fn a_kill_under_a_put_load_loses_no_acknowledged_file_on_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = arca_tests::Postgres::start(&dir).await?;
+    let url = pg.durable_database().await?;
+    killed_under_a_put_load(&dir, &[("ARCA_STORAGE_USERS_DATABASE", url.as_str())]).await
 }
 
 fn tokio_stream_from(
