@@ -20,6 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         // A small PUT's body: decoded as a view of the received buffer, not copied.
         .bytes(".arca.v1.PutRequest.body")
+        .bytes(".arca.v1.Transfer.body")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -36,6 +36,7 @@ impl Thumbnails for ThumbnailsApi {
             .initiate_download(InitiateDownloadRequest {
                 r#ref: r.r#ref.clone(),
                 version_key: String::new(),
+                small_body: false,
             })
             .await?
             .into_inner();

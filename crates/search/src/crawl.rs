@@ -378,6 +378,7 @@ impl Crawler {
                     node_id: node.id.clone(),
                 }),
                 version_key: String::new(),
+                small_body: false,
             }))
             .await?
             .into_inner();

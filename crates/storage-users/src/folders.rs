@@ -181,6 +181,7 @@ impl Provider {
             token: self.signer.sign(CHUNK_PURPOSE, &grant, CHUNK_TTL),
             node: None,
             expires: i64::try_from(folder.expires).unwrap_or(i64::MAX),
+            ..Default::default()
         })
     }
 }

@@ -565,6 +565,7 @@ impl Provider {
             token: self.signer.sign(DOWNLOAD_PURPOSE, &grant, TRANSFER_TTL),
             node: Some(message),
             expires: 0,
+            ..Default::default()
         })
     }
 }

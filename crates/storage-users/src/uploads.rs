@@ -427,6 +427,7 @@ impl Provider {
                 .sign(TUS_PURPOSE, &grant, Duration::from_secs(ttl)),
             node: existing,
             expires: i64::try_from(record.expires).unwrap_or(i64::MAX),
+            ..Default::default()
         })
     }
 

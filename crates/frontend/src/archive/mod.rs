@@ -307,6 +307,7 @@ async fn with_downloads(dav: &Dav, entries: Vec<Entry>) -> Result<Vec<Entry>, Re
                 .initiate_download(InitiateDownloadRequest {
                     r#ref: by_id(&e.node_id),
                     version_key: String::new(),
+                    small_body: false,
                 })
                 .await
             {

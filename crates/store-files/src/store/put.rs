@@ -373,6 +373,15 @@ impl Store {
         Ok((range, stream))
     }
 
+    /// The whole content of a blob kept in the metadata database (a small file's), read in
+    /// one query; `None` for a blob in the blob store, which [`Store::read_blob`] streams.
+    pub async fn small_body(&self, blob_id: &str) -> Result<Option<Bytes>> {
+        if !crate::blob::is_inline(blob_id) {
+            return Ok(None);
+        }
+        self.read_inline_blob(blob_id).await.map(Some)
+    }
+
     /// The bytes of a body kept in the metadata database.
     async fn read_inline_blob(&self, blob_id: &str) -> Result<Bytes> {
         let mut c = self.read_conn().await?;

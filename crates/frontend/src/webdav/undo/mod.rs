@@ -463,6 +463,7 @@ async fn meta(State(dav): State<Arc<Dav>>, Caller(who): Caller, req: Request) ->
                 let what = InitiateDownloadRequest {
                     r#ref: Some(file),
                     version_key: key,
+                    small_body: false,
                 };
                 download(&dav, what, req, method == "GET").await
             }

@@ -229,6 +229,7 @@ async fn serve_versions(dav: &Dav, who: &Identity, req: Request) -> Result<Respo
             let what = InitiateDownloadRequest {
                 r#ref: Some(file),
                 version_key: key.clone(),
+                small_body: false,
             };
             download(dav, what, req, method == "GET").await
         }
