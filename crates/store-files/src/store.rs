@@ -11,6 +11,7 @@
 mod bursts;
 pub(crate) mod commit;
 mod gc;
+mod inline_reads;
 mod listing;
 mod members;
 #[cfg(test)]
@@ -164,6 +165,8 @@ struct Inner {
     versions: Option<std::sync::Arc<VersionRules>>,
     trash: bool,
     inline_max: u64,
+    /// Small files' bytes read off sqlx's worker threads, for a SQLite database.
+    inline_reads: Option<inline_reads::InlineReads>,
 }
 
 impl std::fmt::Debug for Store {
@@ -216,6 +219,10 @@ impl Store {
                 versions,
                 trash: cfg.trash,
                 inline_max: cfg.inline_max,
+                inline_reads: match sqlite_path(&cfg.db_url) {
+                    Some(path) => Some(inline_reads::InlineReads::new(path)?),
+                    None => None,
+                },
             }),
         })
     }
@@ -244,6 +251,10 @@ impl Store {
 
     pub(crate) fn inline_max(&self) -> u64 {
         self.inner.inline_max
+    }
+
+    pub(crate) fn inline_reads(&self) -> Option<&inline_reads::InlineReads> {
+        self.inner.inline_reads.as_ref()
     }
 
     /// The rules of versions, when this store keeps any.

@@ -384,6 +384,11 @@ impl Store {
 
     /// The bytes of a body kept in the metadata database.
     async fn read_inline_blob(&self, blob_id: &str) -> Result<Bytes> {
+        if let Some(reads) = self.inline_reads() {
+            return reads
+                .read(blob_id)?
+                .ok_or_else(|| StoreError::Corrupt(format!("inline blob {blob_id} has no bytes")));
+        }
         let mut c = self.read_conn().await?;
         let row = sqlx::query("SELECT data FROM blobs WHERE id = $1")
             .bind(blob_id)
