@@ -390,14 +390,16 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
     assert_eq!(status.json()?["installed"], true);
 
     // A file crosses the process boundary: its metadata over gRPC to B's gateway and
-    // storage-users, its bytes over B's data path, the login against B's storage-system.
+    // storage-users, its bytes over B's data path (past arca_proto::SMALL_BODY, which would
+    // ride inside the calls), the login against B's storage-system.
     let auth = [("authorization", "Basic YWRtaW46c3BsaXQtcGFzcw==")]; // admin:split-pass
+    let across = "across ".repeat(12_000);
     let put = send(
         &a.public,
         "PUT",
         "/remote.php/webdav/split.txt",
         &auth,
-        "across",
+        across.clone(),
     )
     .await?;
     assert_eq!(put.status, 201, "{}", put.text());
@@ -414,7 +416,8 @@ async fn split_processes(endpoints: [String; 4]) -> anyhow::Result<()> {
         "",
     )
     .await?;
-    assert_eq!((got.status, got.text().as_str()), (200, "across"));
+    assert_eq!(got.status, 200);
+    assert!(got.text() == across, "the bytes that were put");
 
     // One trace joins every hop of that GET, in both processes and over every transport.
     let handled = |e: &serde_json::Value, service: &str, route: &str| {
@@ -552,12 +555,14 @@ async fn in_process_hops_log_inside_the_request_span_of_the_proxy() -> anyhow::R
         .spawn()?;
     arca.wait_ready(WITHIN).await?;
     let auth = ("authorization", "Basic YWRtaW46c3BsaXQtcGFzcw=="); // admin:split-pass
+    // Past arca_proto::SMALL_BODY, so the bytes take the data path too.
+    let here = "here ".repeat(16_000);
     let put = send(
         &arca.public,
         "PUT",
         "/remote.php/webdav/one.txt",
         &[auth],
-        "here",
+        here.clone(),
     )
     .await?;
     assert_eq!(put.status, 201, "{}", put.text());
@@ -572,7 +577,8 @@ async fn in_process_hops_log_inside_the_request_span_of_the_proxy() -> anyhow::R
         "",
     )
     .await?;
-    assert_eq!((got.status, got.text().as_str()), (200, "here"));
+    assert_eq!(got.status, 200);
+    assert!(got.text() == here, "the bytes that were put");
 
     // (hop, route prefix): the frontend's WebDAV route is its fallback.
     for (hop, route) in [
