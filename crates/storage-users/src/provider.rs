@@ -822,13 +822,13 @@ impl Storage for Provider {
             actor: &who.id,
             client: &client,
         };
-        let item = self
+        let (item, burst) = self
             .store
-            .trash_by(&node.id, remover)
+            .trash_noting(&node.id, remover, &self.bursts)
             .await
             .map_err(|e| e.status())?;
         self.changed(&space.id);
-        self.trashed(who, &space, &item, &path, remover).await;
+        self.trashed(who, &space, &item, &path, remover, burst);
         self.store
             .remove_locks_within(&space.id, &path)
             .await

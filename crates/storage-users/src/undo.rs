@@ -72,16 +72,17 @@ fn status(e: StoreError) -> Status {
 }
 
 impl Provider {
-    /// After a removal: `file.trashed` (what, from where, by whom), and counting it into its
-    /// remover's burst, `trash.burst` when that makes the burst a mass delete. The removal is
-    /// done whatever this does: a failure to count is logged, not answered.
-    pub(crate) async fn trashed(
+    /// After a removal: `file.trashed` (what, from where, by whom), and `trash.burst` when
+    /// counting it into its remover's burst (in the removal's transaction) made the burst a
+    /// mass delete.
+    pub(crate) fn trashed(
         &self,
         who: &Identity,
         space: &StoreSpace,
         item: &StoreItem,
         path: &str,
         remover: Remover<'_>,
+        burst: Option<arca_store_files::Burst>,
     ) {
         let space_id = arca_proto::ids::space_id(self.name, &space.id);
         let event = Event::new("file.trashed", &who.id)
@@ -91,25 +92,21 @@ impl Provider {
             .with("client", remover.client.to_owned())
             .with("size", item.node.size.to_string());
         self.events.send(event);
-        match self.store.note_removal(item, remover, &self.bursts).await {
-            Ok(Some(burst)) => {
-                tracing::warn!(
-                    space = %space_id,
-                    actor = %burst.actor,
-                    client = %burst.client,
-                    files = burst.files,
-                    "a burst of removals: a client's mass delete? (restorable in one call)"
-                );
-                let event = Event::new("trash.burst", &who.id)
-                    .with("space_id", space_id)
-                    .with("burst_id", burst.id.clone())
-                    .with("client", burst.client.clone())
-                    .with("items", burst.items.to_string())
-                    .with("files", burst.files.to_string());
-                self.events.send(event);
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "counting a removal into its burst failed"),
+        if let Some(burst) = burst {
+            tracing::warn!(
+                space = %space_id,
+                actor = %burst.actor,
+                client = %burst.client,
+                files = burst.files,
+                "a burst of removals: a client's mass delete? (restorable in one call)"
+            );
+            let event = Event::new("trash.burst", &who.id)
+                .with("space_id", space_id)
+                .with("burst_id", burst.id.clone())
+                .with("client", burst.client.clone())
+                .with("items", burst.items.to_string())
+                .with("files", burst.files.to_string());
+            self.events.send(event);
         }
     }
 

@@ -2,7 +2,7 @@
 //! item, each within the burst window of the one before. A sync client's mass delete (a wiped
 //! laptop folder, a wrong sync root) is one; a person tidying up by hand rarely is, and never
 //! a large one. A burst counts its items and the files inside them; once the files pass the
-//! threshold it is flagged ([`Store::note_removal`] says so once, so the caller can tell
+//! threshold it is flagged ([`Store::trash_noting`] says so once, so the caller can tell
 //! someone), listed for the space's owner ([`Store::bursts`]) and can be restored exactly
 //! ([`RestoreFilter::of_burst`](super::trash::RestoreFilter::of_burst)).
 
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use sqlx::Row;
 
 use super::trash::{Remover, TrashItem};
-use super::{Store, lock_space};
+use super::Store;
 use crate::ids::{from_ns, new_id, to_ns};
 use crate::model::NodeKind;
 use crate::{Result, StoreError};
@@ -78,99 +78,6 @@ const FILES_BELOW: &str = "WITH RECURSIVE sub(id, kind) AS ( SELECT id, kind FRO
      SELECT count(*) FROM sub WHERE kind = $2";
 
 impl Store {
-    /// Counts trashed `item` into its remover's current burst in its space (starting one when
-    /// the last removal is older than the window). Returns the burst when this removal made it
-    /// pass the threshold: once per burst.
-    pub async fn note_removal(
-        &self,
-        item: &TrashItem,
-        remover: Remover<'_>,
-        rules: &BurstRules,
-    ) -> Result<Option<Burst>> {
-        let files: i64 = if item.node.is_dir() {
-            let mut c = self.read_conn().await?;
-            let row = sqlx::query(FILES_BELOW)
-                .bind(&item.key)
-                .bind(NodeKind::File.to_db())
-                .fetch_one(&mut *c)
-                .await?;
-            row.try_get(0)?
-        } else {
-            1
-        };
-        // The removal's own time: a burst's first and last then bound exactly its items'
-        // `deleted`, which is what restoring it selects by.
-        let at = to_ns(item.deleted);
-        let window = i64::try_from(rules.window.as_nanos()).unwrap_or(i64::MAX);
-        let threshold = i64::try_from(rules.files).unwrap_or(i64::MAX);
-        let mut w = self.db().begin_write().await?;
-        let r = async {
-            let c = w.conn();
-            lock_space(c, &item.space_id).await?;
-            let open = sqlx::query(concat!(
-                "SELECT ",
-                burst_cols!(),
-                " FROM trash_bursts WHERE space_id = $1 AND actor = $2 \
-                 AND client = $3 AND last_at >= $4 ORDER BY last_at DESC LIMIT 1"
-            ))
-            .bind(&item.space_id)
-            .bind(remover.actor)
-            .bind(remover.client)
-            .bind(at.saturating_sub(window))
-            .fetch_optional(&mut *c)
-            .await?;
-            let (id, was_flagged, total) = match open.as_ref().map(burst_from_row).transpose()? {
-                Some(b) => {
-                    let total = i64::try_from(b.files).unwrap_or(i64::MAX).saturating_add(files);
-                    sqlx::query(
-                        "UPDATE trash_bursts SET items = items + 1, files = $2, \
-                         last_at = CASE WHEN last_at < $3 THEN $3 ELSE last_at END, \
-                         first_at = CASE WHEN first_at > $3 THEN $3 ELSE first_at END, \
-                         flagged = $4 WHERE id = $1",
-                    )
-                    .bind(&b.id)
-                    .bind(total)
-                    .bind(at)
-                    .bind(i64::from(total > threshold))
-                    .execute(&mut *c)
-                    .await?;
-                    (b.id, b.flagged, total)
-                }
-                None => {
-                    let id = new_id();
-                    sqlx::query(
-                        "INSERT INTO trash_bursts (id, space_id, actor, client, first_at, \
-                         last_at, items, files, flagged) VALUES ($1, $2, $3, $4, $5, $5, 1, $6, $7)",
-                    )
-                    .bind(&id)
-                    .bind(&item.space_id)
-                    .bind(remover.actor)
-                    .bind(remover.client)
-                    .bind(at)
-                    .bind(files)
-                    .bind(i64::from(files > threshold))
-                    .execute(&mut *c)
-                    .await?;
-                    (id, false, files)
-                }
-            };
-            if was_flagged || total <= threshold {
-                return Ok(None);
-            }
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                burst_cols!(),
-                " FROM trash_bursts WHERE id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(&mut *c)
-            .await?;
-            burst_from_row(&row).map(Some)
-        }
-        .await;
-        w.finish(r).await
-    }
-
     /// The flagged bursts of a space, newest first.
     pub async fn bursts(&self, space_id: &str) -> Result<Vec<Burst>> {
         let mut c = self.read_conn().await?;
@@ -205,4 +112,92 @@ impl Store {
         .ok_or(StoreError::NotFound)?;
         burst_from_row(&row)
     }
+}
+
+/// Counts trashed `item` into its remover's current burst in its space (starting one when the
+/// last removal is older than the window), on the removal's write transaction, which holds the
+/// space's lock (see [`Store::trash_noting`]). Returns the burst when this removal made it pass
+/// the threshold: once per burst.
+pub(crate) async fn note_removal_tx(
+    c: &mut sqlx::AnyConnection,
+    item: &TrashItem,
+    remover: Remover<'_>,
+    rules: &BurstRules,
+) -> Result<Option<Burst>> {
+    let files: i64 = if item.node.is_dir() {
+        sqlx::query(FILES_BELOW)
+            .bind(&item.key)
+            .bind(NodeKind::File.to_db())
+            .fetch_one(&mut *c)
+            .await?
+            .try_get(0)?
+    } else {
+        1
+    };
+    // The removal's own time: a burst's first and last then bound exactly its items'
+    // `deleted`, which is what restoring it selects by.
+    let at = to_ns(item.deleted);
+    let window = i64::try_from(rules.window.as_nanos()).unwrap_or(i64::MAX);
+    let threshold = i64::try_from(rules.files).unwrap_or(i64::MAX);
+    let open = sqlx::query(concat!(
+        "SELECT ",
+        burst_cols!(),
+        " FROM trash_bursts WHERE space_id = $1 AND actor = $2 \
+         AND client = $3 AND last_at >= $4 ORDER BY last_at DESC LIMIT 1"
+    ))
+    .bind(&item.space_id)
+    .bind(remover.actor)
+    .bind(remover.client)
+    .bind(at.saturating_sub(window))
+    .fetch_optional(&mut *c)
+    .await?;
+    let (id, was_flagged, total) = match open.as_ref().map(burst_from_row).transpose()? {
+        Some(b) => {
+            let total = i64::try_from(b.files)
+                .unwrap_or(i64::MAX)
+                .saturating_add(files);
+            sqlx::query(
+                "UPDATE trash_bursts SET items = items + 1, files = $2, \
+                 last_at = CASE WHEN last_at < $3 THEN $3 ELSE last_at END, \
+                 first_at = CASE WHEN first_at > $3 THEN $3 ELSE first_at END, \
+                 flagged = $4 WHERE id = $1",
+            )
+            .bind(&b.id)
+            .bind(total)
+            .bind(at)
+            .bind(i64::from(total > threshold))
+            .execute(&mut *c)
+            .await?;
+            (b.id, b.flagged, total)
+        }
+        None => {
+            let id = new_id();
+            sqlx::query(
+                "INSERT INTO trash_bursts (id, space_id, actor, client, first_at, \
+                 last_at, items, files, flagged) VALUES ($1, $2, $3, $4, $5, $5, 1, $6, $7)",
+            )
+            .bind(&id)
+            .bind(&item.space_id)
+            .bind(remover.actor)
+            .bind(remover.client)
+            .bind(at)
+            .bind(files)
+            .bind(i64::from(files > threshold))
+            .execute(&mut *c)
+            .await?;
+            (id, false, files)
+        }
+    };
+    if was_flagged || total <= threshold {
+        return Ok(None);
+    }
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        burst_cols!(),
+        " FROM trash_bursts WHERE id = $1"
+    ))
+    .bind(&id)
+    .fetch_one(&mut *c)
+    .await?;
+    burst_from_row(&row).map(Some)
 }

@@ -365,6 +365,28 @@ impl Store {
         w.finish(r).await
     }
 
+    /// [`trash_by`](Self::trash_by), the removal counted into its remover's burst (see the
+    /// `bursts` module) in the same transaction: one commit per removal, not two.
+    /// Returns the item and the burst when this removal made it pass the threshold.
+    pub async fn trash_noting(
+        &self,
+        id: &str,
+        remover: Remover<'_>,
+        rules: &super::bursts::BurstRules,
+    ) -> Result<(TrashItem, Option<super::bursts::Burst>)> {
+        let node = self.stat(id).await?;
+        let mut w = self.db().begin_write().await?;
+        let r = async {
+            let c = w.conn();
+            lock_space(c, &node.space_id).await?;
+            let item = trash_tx(c, &node.space_id, id, &remover).await?;
+            let burst = super::bursts::note_removal_tx(c, &item, remover, rules).await?;
+            Ok((item, burst))
+        }
+        .await;
+        w.finish(r).await
+    }
+
     /// The items in a space's trash, newest first.
     pub async fn trash_items(&self, space_id: &str) -> Result<Vec<TrashItem>> {
         let mut c = self.read_conn().await?;
