@@ -249,6 +249,11 @@ impl Store {
         &self.inner.blobs
     }
 
+    /// Namespace writes go through the committer's batches (see `commit::Write`): on SQLite.
+    pub(crate) fn batches_writes(&self) -> bool {
+        self.db().dialect == arca_store::db::Dialect::Sqlite
+    }
+
     pub(crate) fn inline_max(&self) -> u64 {
         self.inner.inline_max
     }

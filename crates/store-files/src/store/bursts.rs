@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use sqlx::Row;
 
-use super::trash::{Remover, TrashItem};
 use super::Store;
+use super::trash::{Remover, TrashItem};
 use crate::ids::{from_ns, new_id, to_ns};
 use crate::model::NodeKind;
 use crate::{Result, StoreError};

@@ -75,6 +75,78 @@ enum Job {
         put: Box<PutCommit>,
         reply: oneshot::Sender<std::result::Result<Node, CommitFailed>>,
     },
+    /// A namespace write (a folder made, an item trashed): see [`Write`].
+    Write(Box<dyn Write>),
+}
+
+/// A namespace write queued like the puts, so that concurrent ones share a commit (one WAL
+/// sync) instead of paying one each: a run of them is applied in one transaction, each under
+/// a savepoint of its own, so one refused (the name taken, the parent gone) leaves the others
+/// standing. Only on SQLite, whose writes are serial anyway: on PostgreSQL each keeps its own
+/// transaction, as the row locks of a batch taken in queue order could deadlock another
+/// instance's.
+pub(crate) trait Write: Send + Sync {
+    /// Applies the write on the batch's transaction (it takes its space's lock itself). May
+    /// run again, alone, when the batch failed for a reason not its own.
+    fn apply<'c>(&'c self, c: &'c mut AnyConnection) -> futures::future::BoxFuture<'c, Result<()>>;
+    /// Answers the caller once the batch committed (`Ok`), or with why not.
+    fn answer(self: Box<Self>, outcome: Result<()>);
+}
+
+/// The work of a [`Write`]: a function of the batch's connection, which may run more than once.
+pub(crate) trait WriteFn<T>:
+    for<'c> Fn(&'c mut AnyConnection) -> futures::future::BoxFuture<'c, Result<T>>
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T, F> WriteFn<T> for F where
+    F: for<'c> Fn(&'c mut AnyConnection) -> futures::future::BoxFuture<'c, Result<T>>
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A [`Write`] from a function of the connection; its value is kept until the commit.
+struct Task<T, F> {
+    f: F,
+    value: std::sync::Mutex<Option<T>>,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T: Send + 'static, F: WriteFn<T>> Write for Task<T, F> {
+    fn apply<'c>(&'c self, c: &'c mut AnyConnection) -> futures::future::BoxFuture<'c, Result<()>> {
+        Box::pin(async move {
+            let value = (self.f)(c).await?;
+            *crate::lock_plain(&self.value) = Some(value);
+            Ok(())
+        })
+    }
+
+    fn answer(self: Box<Self>, outcome: Result<()>) {
+        let value = crate::lock_plain(&self.value).take();
+        let r = outcome.and_then(|()| {
+            value.ok_or_else(|| StoreError::Corrupt("a write was left out of its batch".into()))
+        });
+        // A caller that went away no longer needs the answer; its write stands.
+        let _ = self.reply.send(r);
+    }
+}
+
+/// Whether a write's failure is its own refusal (it changed nothing and the batch goes on)
+/// rather than the database failing under it.
+fn refused(e: &StoreError) -> bool {
+    !matches!(
+        e,
+        StoreError::Db(_)
+            | StoreError::Io(_)
+            | StoreError::Blob(_)
+            | StoreError::Migrate(_)
+            | StoreError::CommitUncertain(_)
+    )
 }
 
 /// The handle puts queue their metadata writes on. The writer task ends when every handle is
@@ -192,8 +264,27 @@ impl Committer {
                     }
                     batch = rest;
                 }
-                if !batch.is_empty() {
-                    run(&db, versions.as_deref(), &mut conn, batch, retry).await;
+                // Runs of writes and of puts apply in queue order, each run in a transaction.
+                while !batch.is_empty() {
+                    let writes = matches!(batch[0], Job::Write(_));
+                    let end = batch
+                        .iter()
+                        .position(|j| matches!(j, Job::Write(_)) != writes)
+                        .unwrap_or(batch.len());
+                    let rest = batch.split_off(end);
+                    if writes {
+                        let writes = batch
+                            .into_iter()
+                            .filter_map(|j| match j {
+                                Job::Write(w) => Some(w),
+                                _ => None,
+                            })
+                            .collect();
+                        run_writes(&db, &mut conn, writes).await;
+                    } else {
+                        run(&db, versions.as_deref(), &mut conn, batch, retry).await;
+                    }
+                    batch = rest;
                 }
                 if rx.is_empty() {
                     conn = None;
@@ -243,6 +334,23 @@ impl Committer {
             })
             .map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
+    }
+
+    /// Applies `f` in a batch of namespace writes (see [`Write`]); returns its value once
+    /// committed. `f` may run more than once (alone, after a batch failed under it).
+    pub(crate) async fn write<T: Send + 'static>(&self, f: impl WriteFn<T>) -> Result<T> {
+        let (reply, rx) = oneshot::channel();
+        let task = Task {
+            f,
+            value: std::sync::Mutex::new(None),
+            reply,
+        };
+        self.tx
+            .send(Job::Write(Box::new(task)))
+            .map_err(|_| stopped())?;
+        // The writer may have taken the job before it went away: whether it landed is unknown.
+        rx.await
+            .map_err(|_| StoreError::CommitUncertain("the store's writer has stopped".into()))?
     }
 
     /// Commits a put whose blob is durable; returns the node as committed.
@@ -374,6 +482,90 @@ async fn run(
     }
 }
 
+/// Applies a run of namespace writes in one transaction, each under a savepoint, and answers
+/// each. A failure of the database (not a write's own refusal) rolls the batch back and each
+/// write is tried alone; a failed COMMIT leaves open whether they landed, which each hears.
+async fn run_writes(db: &Db, conn: &mut Held, writes: Vec<Box<dyn Write>>) {
+    let attempted = async {
+        let c = match conn {
+            Some(c) => c,
+            None => conn.insert(db.writer_conn().await.map_err(Failure::Before)?),
+        };
+        let mut w = db.begin_write_on(c).await.map_err(Failure::Before)?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in &writes {
+            let applied = async {
+                sqlx::query("SAVEPOINT arca_write")
+                    .execute(&mut *w.conn())
+                    .await?;
+                let r = write.apply(w.conn()).await;
+                let end = if r.is_ok() {
+                    "RELEASE SAVEPOINT arca_write"
+                } else {
+                    "ROLLBACK TO SAVEPOINT arca_write"
+                };
+                sqlx::query(end).execute(&mut *w.conn()).await?;
+                if r.is_err() {
+                    sqlx::query("RELEASE SAVEPOINT arca_write")
+                        .execute(&mut *w.conn())
+                        .await?;
+                }
+                Ok::<_, StoreError>(r)
+            }
+            .await;
+            match applied {
+                Ok(Err(e)) if !refused(&e) => {
+                    return Err(Failure::Before(w.roll_back(e).await));
+                }
+                Ok(r) => outcomes.push(r),
+                Err(e) => return Err(Failure::Before(w.roll_back(e).await)),
+            }
+        }
+        match w.commit_here().await {
+            Ok(()) => Ok(outcomes),
+            Err(e) => Err(Failure::Commit(e, Vec::new())),
+        }
+    }
+    .await;
+    if attempted.is_err() {
+        *conn = None;
+    }
+    match attempted {
+        Ok(outcomes) => {
+            for (write, outcome) in writes.into_iter().zip(outcomes) {
+                write.answer(outcome);
+            }
+        }
+        Err(Failure::Before(e)) if writes.len() == 1 => {
+            if let Some(write) = writes.into_iter().next() {
+                write.answer(Err(e));
+            }
+        }
+        Err(Failure::Before(e)) => {
+            tracing::debug!(error = %e, writes = writes.len(), "batch of writes failed, retrying each alone");
+            for write in writes {
+                // Boxed: the retry of a single write never recurses further.
+                Box::pin(run_writes(db, conn, vec![write])).await;
+            }
+        }
+        Err(Failure::Commit(e, _)) => {
+            let message = e.to_string();
+            let full = e.is_storage_full();
+            for write in writes {
+                let error = if full {
+                    StoreError::Io(std::io::Error::new(
+                        std::io::ErrorKind::StorageFull,
+                        format!("committing a batch of writes: {message}"),
+                    ))
+                } else {
+                    StoreError::CommitUncertain(message.clone())
+                };
+                write.answer(Err(error));
+            }
+        }
+    }
+}
+
 /// Whether a batch whose COMMIT was cut off landed, asked of the database as soon as it answers
 /// again (until `until`; `None` if it does not by then). The blob rows are the batch's
 /// idempotency keys, written in its transaction: a put that applied claimed its upload's row
@@ -459,6 +651,11 @@ fn answer(jobs: Vec<Job>, results: Vec<std::result::Result<Option<Outcome>, Stor
                     "a forget was batched with other writes".into(),
                 )));
             }
+            Job::Write(write) => {
+                write.answer(Err(StoreError::Corrupt(
+                    "a namespace write was batched with puts".into(),
+                )));
+            }
             Job::Put { reply, .. } => {
                 let r = match result {
                     Ok(Some(Ok(applied))) => Ok(applied.node),
@@ -530,7 +727,7 @@ async fn apply(
         .iter()
         .flat_map(|j| match j {
             Job::Reserve { ids, .. } => ids.iter().map(String::as_str).collect(),
-            Job::Put { .. } | Job::Forget { .. } => Vec::new(),
+            Job::Put { .. } | Job::Forget { .. } | Job::Write(_) => Vec::new(),
         })
         .collect();
     if !records.is_empty() {
@@ -999,6 +1196,70 @@ mod tests {
         Store::open(StoreConfig::new(url, dir.path().join("blobs")))
             .await
             .unwrap()
+    }
+
+    /// Concurrent namespace writes share batches: of many folders made at once under one
+    /// name exactly one is made and the others hear AlreadyExists, every other name is made,
+    /// removals into the trash beside them land, a refused write leaves the batch standing,
+    /// and the parent's etag and the tree read back as the answers said.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn namespace_writes_in_batches_are_judged_each_on_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_store(&dir).await;
+        assert!(store.batches_writes());
+        let space = store.personal_space("nina").await.unwrap();
+        let root = space.root_id.clone();
+        let names: Vec<String> = (0..8).map(|i| format!("old{i}")).collect();
+        let doomed: Vec<_> = join_all(names.iter().map(|n| store.mkdir(&root, n)))
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let before = store.stat(&root).await.unwrap().etag;
+        let makes = (0..48).map(|i| {
+            let store = store.clone();
+            let root = root.clone();
+            async move {
+                let name = if i % 3 == 0 {
+                    "same".to_owned()
+                } else {
+                    format!("d{i}")
+                };
+                (name.clone(), store.mkdir(&root, &name).await)
+            }
+        });
+        let removals = doomed.iter().map(|d| {
+            let store = store.clone();
+            let id = d.id.clone();
+            async move { store.trash(&id, "nina").await }
+        });
+        let (made, removed) = futures::join!(join_all(makes), join_all(removals));
+        assert!(removed.iter().all(|r| r.is_ok()), "{removed:?}");
+        let same: Vec<_> = made.iter().filter(|(n, _)| n == "same").collect();
+        assert_eq!(
+            same.iter().filter(|(_, r)| r.is_ok()).count(),
+            1,
+            "{same:?}"
+        );
+        assert!(
+            same.iter()
+                .filter(|(_, r)| r.is_err())
+                .all(|(_, r)| matches!(r, Err(StoreError::AlreadyExists))),
+            "{same:?}"
+        );
+        assert!(
+            made.iter()
+                .filter(|(n, _)| n != "same")
+                .all(|(_, r)| r.is_ok())
+        );
+        let root_node = store.stat(&root).await.unwrap();
+        let listed = store.list_dir(&root_node, false).await.unwrap();
+        let mut names: Vec<&str> = listed.iter().map(|n| n.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names.len(), 33, "32 d* and one same, no old*: {names:?}");
+        assert!(names.iter().all(|n| !n.starts_with("old")));
+        assert_ne!(store.stat(&root).await.unwrap().etag, before);
+        assert_eq!(store.trash_items(&space.id).await.unwrap().len(), 8);
     }
 
     /// Under load, upload rows are committed ahead and taken by the puts after; the collector

@@ -375,15 +375,26 @@ impl Store {
         rules: &super::bursts::BurstRules,
     ) -> Result<(TrashItem, Option<super::bursts::Burst>)> {
         let node = self.stat(id).await?;
-        let mut w = self.db().begin_write().await?;
-        let r = async {
-            let c = w.conn();
-            lock_space(c, &node.space_id).await?;
-            let item = trash_tx(c, &node.space_id, id, &remover).await?;
-            let burst = super::bursts::note_removal_tx(c, &item, remover, rules).await?;
-            Ok((item, burst))
+        if self.batches_writes() {
+            let (space_id, id, rules) = (node.space_id, id.to_owned(), *rules);
+            let (actor, client) = (remover.actor.to_owned(), remover.client.to_owned());
+            return self
+                .committer()
+                .write(move |c| {
+                    let (space_id, id) = (space_id.clone(), id.clone());
+                    let (actor, client) = (actor.clone(), client.clone());
+                    Box::pin(async move {
+                        let remover = Remover {
+                            actor: &actor,
+                            client: &client,
+                        };
+                        trash_noting_tx(c, &space_id, &id, remover, &rules).await
+                    })
+                })
+                .await;
         }
-        .await;
+        let mut w = self.db().begin_write().await?;
+        let r = trash_noting_tx(w.conn(), &node.space_id, id, remover, rules).await;
         w.finish(r).await
     }
 
@@ -826,6 +837,20 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// [`Store::trash_noting`]'s work on a write transaction.
+async fn trash_noting_tx(
+    c: &mut sqlx::AnyConnection,
+    space_id: &str,
+    id: &str,
+    remover: Remover<'_>,
+    rules: &super::bursts::BurstRules,
+) -> Result<(TrashItem, Option<super::bursts::Burst>)> {
+    lock_space(c, space_id).await?;
+    let item = trash_tx(c, space_id, id, &remover).await?;
+    let burst = super::bursts::note_removal_tx(c, &item, remover, rules).await?;
+    Ok((item, burst))
 }
 
 /// Removes `node` (in the trash) for good, with the bookkeeping of its item; returns the

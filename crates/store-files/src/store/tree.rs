@@ -23,6 +23,17 @@ impl Store {
     pub async fn mkdir(&self, parent_id: &str, name: &str) -> Result<Node> {
         validate_name(name)?;
         let space_id = self.space_of(parent_id).await.map_err(missing_parent)?;
+        if self.batches_writes() {
+            let (parent_id, name) = (parent_id.to_owned(), name.to_owned());
+            return self
+                .committer()
+                .write(move |c| {
+                    let (space_id, parent_id, name) =
+                        (space_id.clone(), parent_id.clone(), name.clone());
+                    Box::pin(async move { mkdir_tx(c, &space_id, &parent_id, &name).await })
+                })
+                .await;
+        }
         let mut w = self.db().begin_write().await?;
         let r = mkdir_tx(w.conn(), &space_id, parent_id, name).await;
         w.finish(r).await
