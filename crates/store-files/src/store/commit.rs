@@ -451,20 +451,9 @@ async fn run(
             let errors = jobs
                 .iter()
                 .map(|_| {
-                    Err(first.take().unwrap_or_else(|| {
-                        if lost {
-                            StoreError::CommitUncertain(message.clone())
-                        } else if full {
-                            StoreError::Io(std::io::Error::new(
-                                std::io::ErrorKind::StorageFull,
-                                format!("committing a batch of writes: {message}"),
-                            ))
-                        } else {
-                            StoreError::Io(std::io::Error::other(format!(
-                                "committing a batch of writes failed: {message}"
-                            )))
-                        }
-                    }))
+                    Err(first
+                        .take()
+                        .unwrap_or_else(|| commit_error(&message, lost, full)))
                 })
                 .collect();
             answer(jobs, errors);
@@ -552,17 +541,27 @@ async fn run_writes(db: &Db, conn: &mut Held, writes: Vec<Box<dyn Write>>) {
             let message = e.to_string();
             let full = e.is_storage_full();
             for write in writes {
-                let error = if full {
-                    StoreError::Io(std::io::Error::new(
-                        std::io::ErrorKind::StorageFull,
-                        format!("committing a batch of writes: {message}"),
-                    ))
-                } else {
-                    StoreError::CommitUncertain(message.clone())
-                };
-                write.answer(Err(error));
+                // Whether a write whose COMMIT failed landed is unknown unless the disk was full.
+                write.answer(Err(commit_error(&message, !full, full)));
             }
         }
+    }
+}
+
+/// What each job of a batch whose COMMIT failed hears: `lost` (the connection went: it may
+/// have landed, 503), `full` (the disk: 507), or the failure as it was.
+fn commit_error(message: &str, lost: bool, full: bool) -> StoreError {
+    if lost {
+        StoreError::CommitUncertain(message.to_owned())
+    } else if full {
+        StoreError::Io(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!("committing a batch of writes: {message}"),
+        ))
+    } else {
+        StoreError::Io(std::io::Error::other(format!(
+            "committing a batch of writes failed: {message}"
+        )))
     }
 }
 
