@@ -161,6 +161,20 @@ async fn names_and_contents_are_found_with_storage_on_postgresql() -> anyhow::Re
     Ok(())
 }
 
+/// The same with the index in PostgreSQL (`search.database`: pg_trgm instead of FTS5, the
+/// crawler under the lease, in memory here: one process).
+#[tokio::test]
+async fn names_and_contents_are_found_with_the_index_in_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let pg = arca_tests::Postgres::start(&dir).await?;
+    names_and_contents(&dir, &[("search.database", pg.url.as_str())]).await?;
+    // Another deployment, another database.
+    let url = pg.durable_database().await?;
+    nextcloud_search(&TempDir::new(), &[("search.database", url.as_str())]).await?;
+    drop(pg);
+    Ok(())
+}
+
 async fn names_and_contents(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<()> {
     let server = start(dir, settings).await?;
     let a = server.public.as_str();
@@ -793,8 +807,11 @@ fn scope(href: &str, depth: &str) -> String {
 
 #[tokio::test]
 async fn nextcloud_search_finds_the_same_through_basicsearch() -> anyhow::Result<()> {
-    let dir = TempDir::new();
-    let server = start(&dir, &[]).await?;
+    nextcloud_search(&TempDir::new(), &[]).await
+}
+
+async fn nextcloud_search(dir: &TempDir, settings: &[(&str, &str)]) -> anyhow::Result<()> {
+    let server = start(dir, settings).await?;
     let a = server.public.as_str();
     let admin = admin();
     mkcol(a, "/remote.php/webdav/Photos", &admin).await?;
@@ -998,5 +1015,152 @@ async fn reindex_reads_every_file_again() -> anyhow::Result<()> {
     assert_eq!(out.code, Some(1), "{:?}", out.stderr);
     assert!(!empty.path().join("search/index.db").exists());
     server.stop().await?;
+    Ok(())
+}
+
+/// An `arca server` of a deployment whose search instances share one index in PostgreSQL:
+/// the NATS registry (and its leases), hints on the NATS bus.
+fn shared_launch(dir: &TempDir, nats: &str, services: &str) -> arca_tests::Launch {
+    arca_tests::Launch::arca(dir)
+        .services(services)
+        .set("identity.secret", "search-shared-secret-0123456789ab")
+        .set("registry.kind", "nats")
+        .set("registry.nats.url", nats)
+        .set("registry.nats.bucket", "arca-search-test")
+        .set("registry.nats.ttl", "3s")
+        .set("events.kind", "nats")
+        .set(INTERVAL.0, INTERVAL.1)
+        .env("ARCA_ADMIN_PASSWORD", SECRET)
+}
+
+/// Which of `instances` hold the crawl's lease now (by index).
+async fn crawling(instances: &[&arca_tests::Server]) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for (i, s) in instances.iter().enumerate() {
+        let holds = arca_tests::layouts::lease_holds(s).await?;
+        if holds
+            .iter()
+            .any(|h| h.job == "search/crawl" && h.until_ms.is_none())
+        {
+            out.push(i);
+        }
+    }
+    Ok(out)
+}
+
+/// Two search instances (processes of their own) on one index in PostgreSQL: one crawls it,
+/// under the lease, both answer queries from it; the crawling one killed, the other takes
+/// the lease over and what changed meanwhile is found through it. `arca search reindex`
+/// works on the shared index.
+#[tokio::test]
+async fn search_instances_share_one_index_in_postgresql() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let (nats, pg) = tokio::try_join!(
+        arca_tests::Nats::start(&dir),
+        arca_tests::Postgres::start(&dir)
+    )?;
+    let nats = nats.url();
+    let rest_dir = TempDir::new();
+    let mut rest = shared_launch(
+        &rest_dir,
+        &nats,
+        "proxy,frontend,gateway,storage-users,storage-system,sharing,thumbnails",
+    )
+    // Called by the search instances: the crawl, and what a caller may read.
+    .set(
+        "storage-users.endpoint",
+        format!("tcp://{}", arca_tests::free_addr()),
+    )
+    .set(
+        "sharing.endpoint",
+        format!("tcp://{}", arca_tests::free_addr()),
+    )
+    .spawn()?;
+    let search_dirs = [TempDir::new(), TempDir::new()];
+    let search = |d: &TempDir| {
+        shared_launch(d, &nats, "search")
+            .set(
+                "search.endpoint",
+                format!("tcp://{}", arca_tests::free_addr()),
+            )
+            .set("search.database", &pg.url)
+            .spawn()
+    };
+    let mut instances = [search(&search_dirs[0])?, search(&search_dirs[1])?];
+    rest.wait_ready(WITHIN).await?;
+    for s in &mut instances {
+        s.wait_ready(WITHIN).await?;
+    }
+    let a = rest.public.clone();
+    let admin = admin();
+    mkcol(&a, "/remote.php/webdav/team", &admin).await?;
+    put(
+        &a,
+        "/remote.php/webdav/team/plan.txt",
+        &admin,
+        "shared needle",
+    )
+    .await?;
+    until_found(&a, &admin, "content:needle", &["plan.txt"]).await?;
+
+    // One instance crawls; queries reach both, and both answer from the one index.
+    let leader = eventually(WITHIN, "one search instance holding the crawl", || async {
+        let now = crawling(&[&instances[0], &instances[1]]).await?;
+        anyhow::ensure!(now.len() == 1, "holding: {now:?}");
+        Ok(Some(now[0]))
+    })
+    .await?;
+    eventually(WITHIN, "queries answered by both instances", || async {
+        assert_eq!(found(&a, &admin, "content:needle").await?, ["plan.txt"]);
+        let mut counts = Vec::new();
+        for s in &instances {
+            counts.push(arca_tests::layouts::handled(s, "search").await?);
+        }
+        anyhow::ensure!(counts.iter().all(|c| *c > 0.0), "handled: {counts:?}");
+        Ok(Some(()))
+    })
+    .await?;
+
+    // The crawling instance dies; a file written now is found through the other, which
+    // took the lease over (its rounds are an hour apart: it begins with one as it takes it).
+    let other = 1 - leader;
+    instances[leader].proc.signal(libc::SIGKILL);
+    instances[leader].proc.wait_exit(WITHIN).await?;
+    put(
+        &a,
+        "/remote.php/webdav/team/later.txt",
+        &admin,
+        "late needle",
+    )
+    .await?;
+    until_found(&a, &admin, "content:needle", &["later.txt", "plan.txt"]).await?;
+    assert_eq!(crawling(&[&instances[other]]).await?, [0]);
+
+    // A reindex forgets the shared index's progress (every document to check again).
+    let data_dir = search_dirs[other].join("data");
+    let done = arca_tests::run_arca(
+        &[
+            "search",
+            "reindex",
+            "--data-dir",
+            &data_dir.display().to_string(),
+            "--set",
+            &format!("search.database={}", pg.url),
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(done.code, Some(0), "{:?}", done.stderr);
+    assert!(
+        done.stdout
+            .iter()
+            .any(|l| l.contains("entries to check again")),
+        "{:?}",
+        done.stdout
+    );
+    rest.proc.sigterm();
+    instances[other].proc.sigterm();
+    rest.proc.wait_exit(WITHIN).await?;
+    instances[other].proc.wait_exit(WITHIN).await?;
     Ok(())
 }

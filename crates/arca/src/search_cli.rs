@@ -1,9 +1,10 @@
 //! `arca search reindex`: rebuild the search index from the store, e.g. after raising
 //! `search.max_content_bytes` or adding media types whose contents are read. Works on the
-//! search service's index in `data_dir/search` directly, whether the service runs or not: it
-//! forgets which etags were indexed, and the service's next crawl (at once if it runs, else
-//! when it starts) walks every space and reads every file again. Meanwhile the old entries
-//! stay searchable.
+//! search service's index directly (the file in `data_dir/search`, or the shared one in
+//! `search.database`), whether the service runs or not: it forgets which etags were indexed,
+//! and the service's next crawl (at its next round if it runs, else when it starts; with a
+//! shared index, the instance holding the crawl's lease) walks every space and reads every
+//! file again. Meanwhile the old entries stay searchable.
 //!
 //! Exit codes: 0 done, 1 it failed, 2 bad usage or configuration.
 
@@ -44,6 +45,14 @@ pub(crate) fn run(file: Option<PathBuf>, args: SearchArgs) -> ExitCode {
         }
     };
     let SearchCommand::Reindex = args.command;
+    let runtime = match crate::command_runtime("arca search") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    if let Some(url) = &config.search.database {
+        let done = runtime.block_on(async { Index::connect(url).await?.forget_progress().await });
+        return report(done, "search.database");
+    }
     let dir = config.data_dir.join("search");
     if !dir.join("index.db").exists() {
         eprintln!(
@@ -52,14 +61,12 @@ pub(crate) fn run(file: Option<PathBuf>, args: SearchArgs) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let runtime = match crate::command_runtime("arca search") {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let done = runtime.block_on(async {
-        let index = Index::open(&dir).await?;
-        index.forget_progress().await
-    });
+    let done = runtime.block_on(async { Index::open(&dir).await?.forget_progress().await });
+    report(done, &dir.display().to_string())
+}
+
+/// What a reindex of the index at `place` (never a URL: it may hold a password) came to.
+fn report(done: Result<u64, arca_search::index::IndexError>, place: &str) -> ExitCode {
     match done {
         Ok(docs) => {
             println!(
@@ -68,7 +75,7 @@ pub(crate) fn run(file: Option<PathBuf>, args: SearchArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("arca search reindex: {}: {e}", dir.display());
+            eprintln!("arca search reindex: {place}: {e}");
             ExitCode::from(1)
         }
     }

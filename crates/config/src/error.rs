@@ -87,6 +87,8 @@ pub enum Problem {
     NotUrl(String),
     #[error("{0} is not a database URL (postgres://USER:PASSWORD@HOST:PORT/DB or sqlite://PATH)")]
     NotDatabaseUrl(String),
+    #[error("{0} is not a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB)")]
+    NotPostgresUrl(String),
     #[error("{0} is not a service (one of {list})", list = SERVICE_NAMES.join(", "))]
     NotService(String),
     #[error("{0} is listed twice")]

@@ -505,14 +505,22 @@ section! {
 }
 
 section! {
-    /// The search service: names and text of files in an index on disk under `data_dir`,
-    /// fed by crawling the spaces (only folders whose etag changed: a space at once when
-    /// storage-users hints that it changed, every space each `interval`), queried with oCIS's
-    /// KQL.
-    #[derive(Clone, Debug, PartialEq, Eq)]
+    /// The search service: names and text of files in an index (on disk under `data_dir`, or
+    /// in PostgreSQL shared by every instance), fed by crawling the spaces (only folders whose
+    /// etag changed: a space at once when storage-users hints that it changed, every space
+    /// each `interval`), queried with oCIS's KQL. `Debug` shows only whether `database` is
+    /// set (its URL may hold a password).
+    #[derive(Clone, PartialEq, Eq)]
     pub struct SearchSection {
         /// Where the search service listens.
         endpoint: Endpoint = key("mem://search", Field::endpoint),
+        /// Where the index lives. Unset: an SQLite file under data_dir/search, each instance
+        /// its own, each crawling the spaces itself. A postgres:// URL: tables in the schema
+        /// arca_search of that database (the pg_trgm extension is created if missing), one
+        /// index for every search instance; one of them crawls, under the leader lease
+        /// search/crawl (run several only with leases every instance shares: registry.kind
+        /// nats), and all answer queries from it.
+        database: Option<String> = key(unset, load::optional_postgres_url, env "ARCA_SEARCH_DATABASE"),
         /// How often the crawler looks at every space (one ListSpaces; a space whose root etag
         /// is unchanged costs nothing more). Changes are seen sooner through storage-users'
         /// hints; this round catches what a lost hint missed.
@@ -520,6 +528,17 @@ section! {
         /// Text-like files (text, markdown, code) up to this size have their content indexed;
         /// larger ones only their name: 1MiB, 500KB or bytes.
         max_content_bytes: u64 = key("1MiB", load::positive_size),
+    }
+}
+
+impl fmt::Debug for SearchSection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SearchSection")
+            .field("endpoint", &self.endpoint)
+            .field("database", &self.database.as_ref().map(|_| "<redacted>"))
+            .field("interval", &self.interval)
+            .field("max_content_bytes", &self.max_content_bytes)
+            .finish()
     }
 }
 

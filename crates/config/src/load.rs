@@ -751,6 +751,24 @@ pub(crate) fn nats_urls(url: &Field) -> Result<String, ConfigError> {
 }
 
 /// [`nats_urls`], or `None` if absent or empty.
+/// `search.database`: a PostgreSQL URL, or unset (an SQLite file of the instance's own).
+pub(crate) fn optional_postgres_url(url: &Field) -> Result<Option<String>, ConfigError> {
+    let Some(text) = url.optional_text()? else {
+        return Ok(None);
+    };
+    let known = ["postgres://", "postgresql://"];
+    if known
+        .iter()
+        .any(|p| text.len() > p.len() && text.starts_with(p))
+    {
+        Ok(Some(text))
+    } else {
+        // The URL may hold a password: name the scheme only.
+        let scheme = text.split_once("://").map_or("(no scheme)", |(s, _)| s);
+        Err(url.error(Problem::NotPostgresUrl(format!("a {scheme:?} URL"))))
+    }
+}
+
 pub(crate) fn optional_nats_urls(url: &Field) -> Result<Option<String>, ConfigError> {
     match url.optional_text()? {
         Some(_) => nats_urls(url).map(Some),
@@ -1414,6 +1432,24 @@ mod tests {
         assert_eq!(config.search.interval, Duration::from_millis(250));
         assert_eq!(config.search.max_content_bytes, 10_000);
         assert!(flags(&[("search.max_content_bytes", "0", "--set")]).is_err());
+    }
+
+    #[test]
+    fn search_database_is_postgresql_or_unset() {
+        let config = load(None, [], Overrides::default()).unwrap();
+        assert_eq!(config.search.database, None);
+        let url = "postgres://arca:s3cret@db:5432/arca";
+        let config = env(&[("ARCA_SEARCH_DATABASE", url)]).unwrap();
+        assert_eq!(config.search.database.as_deref(), Some(url));
+        // The password never shows in the section's Debug.
+        assert!(!format!("{:?}", config.search).contains("s3cret"));
+        let err = flags(&[("search.database", "sqlite:///tmp/x.db", "--set")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            r#"search.database: a "sqlite" URL is not a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB) (flag --set)"#
+        );
     }
 
     #[test]

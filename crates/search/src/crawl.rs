@@ -73,7 +73,8 @@ pub struct Crawler {
     hints: Hints,
     /// Spaces hinted since the last look at them.
     hinted: HashSet<String>,
-    /// When every space is looked at next (now, at start: catching up after downtime).
+    /// When every space is looked at next (now, at start: catching up after downtime; a
+    /// worker that waited for the lease finds it past, so a new holder begins with a round).
     next_round: Instant,
     /// The hint feed ended for good (the bus is gone): only the rounds remain.
     hints_closed: bool,
@@ -114,11 +115,19 @@ impl Worker for Crawler {
         "search/crawl"
     }
 
-    // Not leased: each search instance keeps its own index on its own disk, so each crawls
-    // for itself (a lease would leave every instance but one stale). A failed step is tried
-    // again as a whole round (see `work`).
+    // An index of the instance's own (a file on its disk) is crawled by that instance: a
+    // lease would leave every instance but one stale. A shared one (PostgreSQL) is crawled by
+    // one instance at a time, under the leader lease; another takes over when it stops or
+    // dies, and begins with a whole round (see `next_round`), catching up with whatever the
+    // last holder had not reached. A failed step is tried again as a whole round (see
+    // `work`).
     fn schedule(&self) -> Schedule {
-        Schedule::on_work(Duration::from_secs(1), Duration::from_secs(30))
+        let schedule = Schedule::on_work(Duration::from_secs(1), Duration::from_secs(30));
+        if self.index.is_shared() {
+            schedule.leased()
+        } else {
+            schedule
+        }
     }
 
     fn wait_for_work(&mut self) -> BoxFuture<'_, bool> {

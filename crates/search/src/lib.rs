@@ -1,11 +1,13 @@
 //! arca-search: name and content search over every space a user may read.
 //!
 //! It serves the `Search` API (through the gateway, which forwards it as it is). Queries are
-//! oCIS's KQL subset ([`kql`]) run against an SQLite index on disk at
-//! `data_dir/search/index.db` ([`index`]: documents plus an FTS5 trigram table over names
-//! and the text of text-like files). The index is fed by the [`crawl`]er, which follows the
-//! spaces' etags as the service's own read-only identity, so it survives restarts and
-//! catches up after downtime by construction (delete the file to rebuild it from the store).
+//! oCIS's KQL subset ([`kql`]) run against the [`index`]: documents with a trigram index over
+//! names and the text of text-like files, in an SQLite file of the instance's own at
+//! `data_dir/search/index.db`, or in PostgreSQL (`search.database`) shared by every search
+//! instance. The index is fed by the [`crawl`]er, which follows the spaces' etags as the
+//! service's own read-only identity, so it survives restarts and catches up after downtime
+//! by construction (`arca search reindex` rebuilds it from the store). A shared index is
+//! crawled by one instance at a time, under the leader lease `search/crawl`.
 //!
 //! Rights are checked when a query runs, never only when a file was indexed: the caller's
 //! readable places are asked afresh of storage-users (their personal space and the project
@@ -21,6 +23,8 @@ pub mod crawl;
 pub mod index;
 pub mod kql;
 pub mod mime;
+
+use std::time::Duration;
 
 use arca_proto::ErrorKind;
 use arca_proto::sharing::{self, perm, share_type};
@@ -47,7 +51,14 @@ impl Service for Search {
     fn run(self: Box<Self>, ctx: Context) -> BoxFuture<'static, Result<(), ServiceError>> {
         Box::pin(async move {
             let config = ctx.config().search.clone();
-            let index = Index::open(&ctx.data_dir("search").await?).await?;
+            let index = match &config.database {
+                None => Index::open(&ctx.data_dir("search").await?).await?,
+                Some(url) => match shared_index(url, &ctx).await {
+                    Some(index) => index,
+                    // Stopped before the database could be reached.
+                    None => return Ok(()),
+                },
+            };
             let sources = crawl::Sources {
                 storage: ctx.channel("storage-users"),
                 providers: ctx.providers(),
@@ -67,6 +78,27 @@ impl Service for Search {
             ctx.set_ready();
             ctx.serve(router).await
         })
+    }
+}
+
+/// How often a search instance tries again to reach the database of a shared index.
+const CONNECT_RETRY: Duration = Duration::from_secs(1);
+
+/// The index shared in PostgreSQL at `url`, tried until reached (the service is not ready
+/// meanwhile) or until the service stops (`None`).
+async fn shared_index(url: &str, ctx: &Context) -> Option<Index> {
+    let stop = ctx.shutdown();
+    loop {
+        match Index::connect(url).await {
+            Ok(index) => return Some(index),
+            Err(e) => {
+                tracing::warn!(error = %e, "search: the index's database is out of reach; trying again");
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            () = tokio::time::sleep(CONNECT_RETRY) => {}
+        }
     }
 }
 

@@ -1,0 +1,203 @@
+//! The index shared by every search instance: tables in the schema `arca_search` of the
+//! PostgreSQL database `search.database` names.
+//!
+//! `docs` holds the documents with their text in a column of their own; pg_trgm GIN indexes
+//! over `name` and `content` answer `ILIKE '%term%'` on either. The extension is created if
+//! the database lacks it (PostgreSQL 13 and later let a database's owner do that: it is a
+//! trusted extension). Every connection reads `arca_search` first, then `public` (where an
+//! existing pg_trgm may live), so the statements name the tables as SQLite's do.
+//!
+//! Writes come from one instance at a time (the crawler runs under the leader lease), reads
+//! from all of them.
+
+use std::collections::HashMap;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::Row as _;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use super::{
+    Bind, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit, search_sql,
+};
+use crate::kql::Expr;
+
+const SCHEMA_NAME: &str = "arca_search";
+/// Connections per instance: queries are short, and one crawler writes.
+const MAX_CONNECTIONS: u32 = 8;
+/// How long a connection may take to be had from the pool (the database away): a query then
+/// fails instead of hanging.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serialises instances starting together: concurrent `CREATE … IF NOT EXISTS` of one object
+/// can fail on PostgreSQL's catalog. Any fixed number; this one is "arcasrch" in ASCII.
+const SCHEMA_LOCK: i64 = 0x6172_6361_7372_6368;
+
+const SCHEMA: [&str; 8] = [
+    "CREATE SCHEMA IF NOT EXISTS arca_search",
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    "CREATE TABLE IF NOT EXISTS docs (
+        id TEXT PRIMARY KEY,
+        space_id TEXT NOT NULL,
+        parent_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL,
+        is_dir BIGINT NOT NULL,
+        size BIGINT NOT NULL,
+        mtime_ns BIGINT NOT NULL,
+        etag TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        owner_id TEXT NOT NULL,
+        content TEXT NOT NULL DEFAULT ''
+    )",
+    "CREATE INDEX IF NOT EXISTS docs_space_path ON docs (space_id, path)",
+    "CREATE INDEX IF NOT EXISTS docs_parent ON docs (parent_id)",
+    // Trigram: substrings of names and contents, as `name:"*term*"` asks.
+    "CREATE INDEX IF NOT EXISTS docs_name_trgm ON docs USING gin (name gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS docs_content_trgm ON docs USING gin (content gin_trgm_ops)",
+    "CREATE TABLE IF NOT EXISTS spaces (
+        id TEXT PRIMARY KEY,
+        etag TEXT NOT NULL,
+        disabled BIGINT NOT NULL
+    )",
+];
+
+#[derive(Clone)]
+pub struct PgIndex {
+    pool: PgPool,
+}
+
+/// The methods of [`super::Index`], which documents them.
+impl PgIndex {
+    common_statements!();
+
+    /// Connects to the database at `url` and creates what is missing of the index there.
+    pub async fn connect(url: &str) -> Result<Self, IndexError> {
+        let options = PgConnectOptions::from_str(url)?
+            .options([("search_path", format!("{SCHEMA_NAME},public"))]);
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(SCHEMA_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        for statement in SCHEMA {
+            sqlx::query(statement).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Self { pool })
+    }
+
+    pub(super) async fn drop_space(&self, id: &str) -> Result<(), IndexError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM docs WHERE space_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM spaces WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
+        // No content given: a new document has none, an indexed one keeps its own.
+        sqlx::query(
+            "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
+                               mime, owner_id, content)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE($12, ''))
+             ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
+                parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
+                is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
+                etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id,
+                content = COALESCE($12, docs.content)",
+        )
+        .bind(&doc.id)
+        .bind(&doc.space_id)
+        .bind(&doc.parent_id)
+        .bind(&doc.path)
+        .bind(&doc.name)
+        .bind(i64::from(doc.is_dir))
+        .bind(i64::try_from(doc.size).unwrap_or(i64::MAX))
+        .bind(doc.mtime_ns)
+        .bind(&doc.etag)
+        .bind(&doc.mime)
+        .bind(&doc.owner_id)
+        .bind(content)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
+        sqlx::query(
+            "DELETE FROM docs WHERE space_id = $1
+               AND (path = $2 OR substr(path, 1, length($3)) = $3)",
+        )
+        .bind(space_id)
+        .bind(path)
+        .bind(format!("{path}/"))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn search(
+        &self,
+        expr: &Expr,
+        reach: &[Reach],
+        order: Order,
+        limit: u32,
+    ) -> Result<(Vec<Hit>, u64), IndexError> {
+        let (sql, binds) = search_sql(Dialect::Postgres, expr, reach, order);
+        // Not prepared once and kept: a kept statement may be planned once for any pattern,
+        // and a plan made without the pattern cannot use the trigram indexes.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(numbered(&sql))).persistent(false);
+        for b in &binds {
+            query = match b {
+                Bind::Text(t) => query.bind(t.clone()),
+                Bind::Int(n) => query.bind(*n),
+            };
+        }
+        let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        let total: i64 = rows.first().map_or(0, |r| r.get(12));
+        let hits = rows.iter().map(hit).collect();
+        Ok((hits, u64::try_from(total).unwrap_or(0)))
+    }
+}
+
+/// `sql` with its `?` placeholders numbered `$1, $2, …` as PostgreSQL takes them. The
+/// statements built for the index hold no `?` of any other kind (no string literal has one).
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn placeholders_are_numbered_in_order() {
+        assert_eq!(
+            numbered("a = ? AND (b = ? OR c LIKE ?) LIMIT ?"),
+            "a = $1 AND (b = $2 OR c LIKE $3) LIMIT $4"
+        );
+    }
+}
