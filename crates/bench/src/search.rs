@@ -12,6 +12,8 @@
 //!    left at its default (10 s), so what is measured is storage-users' change hint.
 //! 4. Memory: the process's VmRSS with the index full, beside the same tree served without
 //!    the search service, and the index's size on disk.
+//! 5. Steps 1 to 3 again with the index in PostgreSQL (`search.database`, a private server
+//!    started here), as several search instances share it.
 //!
 //! `ARCA_BENCH_SEARCH_FILES` sets the number of files (default 100,000) for a quick run.
 
@@ -77,28 +79,12 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     let env = [("ARCA_ADMIN_PASSWORD", password.as_str())];
     let (mut server, debug, addr) = process::spawn_arca(&bin, &scratch.path, &env)?;
     server.wait_ready(debug)?;
-    let result = rt.block_on(measure(addr, &auth, files));
+    let result = rt.block_on(measure(addr, &auth, files, "fresh"));
     let m = result.map_err(|e| anyhow::anyhow!(server.with_log(&format!("{e:#}"))))?;
     let rss_with = process::vm_rss_kib(server.child.id())?;
     let index_bytes = dir_bytes(&scratch.path.join("data/search"));
     stop(&mut server);
-
-    println!(
-        "search: first index of {} files                {} files/s ({:.1?})",
-        thousands(files as f64),
-        thousands(files as f64 / m.indexed.as_secs_f64()),
-        m.indexed
-    );
-    println!(
-        "search: name query over them, one at a time     p50 {}, p99 {} ({QUERIES} queries)",
-        ms(m.query_p50),
-        ms(m.query_p99)
-    );
-    println!(
-        "search: PUT to findable                         p50 {}, worst {} ({FRESH} files)",
-        ms(m.fresh_p50),
-        ms(m.fresh_max)
-    );
+    report(targets, &m, files, "");
     println!(
         "search: VmRSS with the index full {} MiB, without the search service {} MiB; \
          index on disk {} MiB",
@@ -106,10 +92,46 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
         rss_without / 1024,
         index_bytes >> 20
     );
+
+    // Once more with the index shared in PostgreSQL (`search.database`), from empty.
+    let pg_dir = arca_tests::TempDir::new();
+    let pg = rt.block_on(arca_tests::Postgres::start(&pg_dir))?;
+    let env = [
+        ("ARCA_ADMIN_PASSWORD", password.as_str()),
+        ("ARCA_SEARCH_DATABASE", pg.url.as_str()),
+    ];
+    let (mut server, debug, addr) = process::spawn_arca(&bin, &scratch.path, &env)?;
+    server.wait_ready(debug)?;
+    let result = rt.block_on(measure(addr, &auth, files, "later"));
+    let m = result.map_err(|e| anyhow::anyhow!(server.with_log(&format!("{e:#}"))))?;
+    stop(&mut server);
+    drop(pg);
+    report(targets, &m, files, " (PostgreSQL)");
+    Ok(())
+}
+
+/// Prints `m` and checks its targets; `label` names the index's home ("" for the default).
+fn report(targets: &mut Targets, m: &Measured, files: usize, label: &str) {
+    println!(
+        "search{label}: first index of {} files  {} files/s ({:.1?})",
+        thousands(files as f64),
+        thousands(files as f64 / m.indexed.as_secs_f64()),
+        m.indexed
+    );
+    println!(
+        "search{label}: name query over them, one at a time  p50 {}, p99 {} ({QUERIES} queries)",
+        ms(m.query_p50),
+        ms(m.query_p99)
+    );
+    println!(
+        "search{label}: PUT to findable  p50 {}, worst {} ({FRESH} files)",
+        ms(m.fresh_p50),
+        ms(m.fresh_max)
+    );
     targets.check(
         m.query_p50 < Duration::from_millis(10),
         &format!(
-            "search name query p50 {} < 10 ms over {} files",
+            "search{label} name query p50 {} < 10 ms over {} files",
             ms(m.query_p50),
             thousands(files as f64)
         ),
@@ -117,11 +139,10 @@ pub(crate) fn run(targets: &mut Targets) -> anyhow::Result<()> {
     targets.check(
         m.fresh_max < Duration::from_secs(1),
         &format!(
-            "search PUT to findable worst {} < 1,000 ms",
+            "search{label} PUT to findable worst {} < 1,000 ms",
             ms(m.fresh_max)
         ),
     );
-    Ok(())
 }
 
 fn stop(server: &mut Server) {
@@ -202,7 +223,13 @@ struct Measured {
     fresh_max: Duration,
 }
 
-async fn measure(addr: SocketAddr, auth: &str, files: usize) -> anyhow::Result<Measured> {
+/// `fresh_name`: the name the fresh files start with (another for each run on one tree).
+async fn measure(
+    addr: SocketAddr,
+    auth: &str,
+    files: usize,
+    fresh_name: &str,
+) -> anyhow::Result<Measured> {
     let mut c = Conn::open(addr, auth).await?;
     // The first index: until a query matching every file counts them all.
     let started = Instant::now();
@@ -243,11 +270,14 @@ async fn measure(addr: SocketAddr, auth: &str, files: usize) -> anyhow::Result<M
     // PUT to findable, each fresh file in another folder.
     let mut fresh = Vec::with_capacity(FRESH);
     for k in 0..FRESH {
-        let path = format!("bench/team-{:03}/fresh-{k:03}-note.txt", k * 7 % FOLDERS);
+        let path = format!(
+            "bench/team-{:03}/{fresh_name}-{k:03}-note.txt",
+            k * 7 % FOLDERS
+        );
         c.call("PUT", &dav(&path), &[], file_body(k), CREATED)
             .await?;
         let written = Instant::now();
-        let pattern = format!("name:\"*fresh-{k:03}-*\"");
+        let pattern = format!("name:\"*{fresh_name}-{k:03}-*\"");
         loop {
             let (total, _) = search(&mut c, &pattern, 10).await?;
             if total == 1 {
