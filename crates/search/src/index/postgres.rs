@@ -52,9 +52,15 @@ const SCHEMA: [&str; 8] = [
     )",
     "CREATE INDEX IF NOT EXISTS docs_space_path ON docs (space_id, path)",
     "CREATE INDEX IF NOT EXISTS docs_parent ON docs (parent_id)",
-    // Trigram: substrings of names and contents, as `name:"*term*"` asks.
-    "CREATE INDEX IF NOT EXISTS docs_name_trgm ON docs USING gin (name gin_trgm_ops)",
-    "CREATE INDEX IF NOT EXISTS docs_content_trgm ON docs USING gin (content gin_trgm_ops)",
+    // Trigram: substrings of names and contents, as `name:"*term*"` asks. Without
+    // `fastupdate`: GIN otherwise keeps new entries in a pending list that every search
+    // reads through until a vacuum merges it; after a first crawl of 100,000 files a name
+    // query took 44 ms in the index instead of 2 (the crawler's writes are few and paced, a
+    // query's latency is what a person waits for).
+    "CREATE INDEX IF NOT EXISTS docs_name_trgm ON docs USING gin (name gin_trgm_ops)
+        WITH (fastupdate = off)",
+    "CREATE INDEX IF NOT EXISTS docs_content_trgm ON docs USING gin (content gin_trgm_ops)
+        WITH (fastupdate = off)",
     "CREATE TABLE IF NOT EXISTS spaces (
         id TEXT PRIMARY KEY,
         etag TEXT NOT NULL,
