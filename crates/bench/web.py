@@ -63,6 +63,9 @@ with sync_playwright() as pw:
     out("first_load_bytes", int(sum(loaded)))
     out("first_load_requests", len(loaded))
     cdp.send("Network.setCacheDisabled", {"cacheDisabled": False})
+    # Our own capture of every request ends here: a person has no DevTools open, and it cost
+    # the 1 GiB upload below about 8%.
+    cdp.send("Network.disable")
 
     page.fill("#login-user", USER)
     page.fill("#login-password", PASSWORD)
@@ -101,7 +104,8 @@ with sync_playwright() as pw:
             sys.exit(f"the upload ended {state[-1]}")
         if time.monotonic() - started > 1800:
             sys.exit("the upload did not finish within 30 minutes")
-        time.sleep(0.25)
+        # Fine enough not to round a few-second upload up by a noticeable share.
+        time.sleep(0.05)
     out("upload_s", f"{time.monotonic() - started:.3f}")
     out("upload_heap_mib", f"{peak / 1048576:.1f}")
     browser.close()
