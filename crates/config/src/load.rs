@@ -750,25 +750,12 @@ pub(crate) fn nats_urls(url: &Field) -> Result<String, ConfigError> {
     Ok(servers.join(","))
 }
 
-/// [`nats_urls`], or `None` if absent or empty.
 /// `search.database`: a PostgreSQL URL, or unset (an SQLite file of the instance's own).
 pub(crate) fn optional_postgres_url(url: &Field) -> Result<Option<String>, ConfigError> {
-    let Some(text) = url.optional_text()? else {
-        return Ok(None);
-    };
-    let known = ["postgres://", "postgresql://"];
-    if known
-        .iter()
-        .any(|p| text.len() > p.len() && text.starts_with(p))
-    {
-        Ok(Some(text))
-    } else {
-        // The URL may hold a password: name the scheme only.
-        let scheme = text.split_once("://").map_or("(no scheme)", |(s, _)| s);
-        Err(url.error(Problem::NotPostgresUrl(format!("a {scheme:?} URL"))))
-    }
+    url.optional_url_of(&["postgres://", "postgresql://"], Problem::NotPostgresUrl)
 }
 
+/// [`nats_urls`], or `None` if absent or empty.
 pub(crate) fn optional_nats_urls(url: &Field) -> Result<Option<String>, ConfigError> {
     match url.optional_text()? {
         Some(_) => nats_urls(url).map(Some),
@@ -1178,19 +1165,30 @@ impl<'a> Field<'a> {
     }
 
     pub(crate) fn optional_database_url(&self) -> Result<Option<String>, ConfigError> {
+        self.optional_url_of(
+            &["postgres://", "postgresql://", "sqlite://"],
+            Problem::NotDatabaseUrl,
+        )
+    }
+
+    /// A URL with one of the `schemes` (each `NAME://`), or `None` if absent or empty; any
+    /// other is `refused` naming its scheme only (the URL may hold a password).
+    fn optional_url_of(
+        &self,
+        schemes: &[&str],
+        refused: fn(String) -> Problem,
+    ) -> Result<Option<String>, ConfigError> {
         let Some(url) = self.optional_text()? else {
             return Ok(None);
         };
-        let known = ["postgres://", "postgresql://", "sqlite://"];
-        if known
+        if schemes
             .iter()
             .any(|p| url.len() > p.len() && url.starts_with(p))
         {
             Ok(Some(url))
         } else {
-            // The URL may hold a password: name the scheme only.
             let scheme = url.split_once("://").map_or("(no scheme)", |(s, _)| s);
-            Err(self.error(Problem::NotDatabaseUrl(format!("a {scheme:?} URL"))))
+            Err(self.error(refused(format!("a {scheme:?} URL"))))
         }
     }
 
