@@ -64,6 +64,7 @@ mod tests {
         for read in [
             "/arca.v1.Storage/Stat",
             "/arca.v1.Storage/List",
+            "/arca.v1.Storage/Put",
             "/arca.v1.Probe/Check",
         ] {
             assert!(super::IDEMPOTENT_CALLS.contains(&read), "{read}");
