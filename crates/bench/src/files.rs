@@ -1118,6 +1118,11 @@ impl Conn {
         })
     }
 
+    /// The `host:port` requests go to (what a Destination header names).
+    pub(crate) fn host(&self) -> &str {
+        &self.host
+    }
+
     pub(crate) async fn send(
         &mut self,
         method: &str,

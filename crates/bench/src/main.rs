@@ -27,6 +27,9 @@
 //! - `search`: the search service over 100,000 text files: the first index (files/s), name
 //!   queries one at a time (p50/p99), the time from a PUT to the file being findable, and the
 //!   process's memory with the index full beside it without search.
+//! - `scale`: PUT, GET, churn, PROPFIND and MOVE through the same binary in a home of 0, 100,000
+//!   and 1,000,000 files, as ratios to the empty space, and the memory with the million and 200
+//!   idle keep-alive clients.
 //! - `soak`: config/grouped-nats (PostgreSQL, S3, NATS, two storage-users) under 17
 //!   keep-alive sync clients while every process is restarted, killed or replaced and NATS is
 //!   down: requests, failures and p99 per phase (target: 0 failed in ≥ 100,000).
@@ -41,7 +44,7 @@
 //! the issue gets a `target met:` or `TARGET MISSED:` line; the exit code is non-zero only when
 //! something could not be run at all.
 //!
-//! Usage: `arca-bench [all|transport|process|files|auth|logins|split|undo|search|soak|thumbnails|web]` (default
+//! Usage: `arca-bench [all|transport|process|files|auth|logins|split|undo|search|scale|soak|thumbnails|web]` (default
 //! `all`), in a release
 //! build.
 
@@ -49,6 +52,7 @@ mod auth;
 mod files;
 mod logins;
 mod process;
+mod scale;
 mod search;
 mod soak;
 mod split;
@@ -61,7 +65,7 @@ mod wrk;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: arca-bench [all|transport|process|files|auth|logins|split|undo|search|soak|thumbnails|web]
+    "usage: arca-bench [all|transport|process|files|auth|logins|split|undo|search|scale|soak|thumbnails|web]
   transport  unary gRPC round trip over mem://, unix:// and tcp:// (sequential, 16 concurrent)
   process    target/release/arca: ready time, idle RSS, listening ports, SIGTERM-to-exit
   files      WebDAV PUT/GET/PROPFIND/512 MiB/RSS through target/release/arca vs Apache, nginx
@@ -70,6 +74,7 @@ const USAGE: &str =
   split      WebDAV GET/PROPFIND on one process vs a pod (unix sockets) vs split (tcp)
   undo       trash and versions: folder DELETE/restore, trash and versions PROPFIND, overwrite cost
   search     100,000 files: first index files/s, name query p50/p99, PUT to findable, memory
+  scale      PUT/GET/churn/PROPFIND/MOVE in a home of 0, 100,000, 1,000,000 files; RSS
   soak       config/grouped-nats through restarts, kills and a NATS outage: failures, p99
   thumbnails previews/s of 4 MP JPEGs with 2 render workers: rendered, then cached
   web        the web app in Chromium: first load bytes, first list, 10,000-entry folder, upload
@@ -77,7 +82,7 @@ const USAGE: &str =
 
 /// The sections in the order `all` runs them: `files` installs wrk, which `auth` and `split`
 /// use.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "transport",
     "process",
     "files",
@@ -86,6 +91,7 @@ const SECTIONS: [&str; 11] = [
     "split",
     "undo",
     "search",
+    "scale",
     "soak",
     "thumbnails",
     "web",
@@ -122,6 +128,7 @@ fn main() -> ExitCode {
             "split" => split::run(&mut targets),
             "undo" => undo::run(&mut targets),
             "search" => search::run(&mut targets),
+            "scale" => scale::run(&mut targets),
             "soak" => soak::run(&mut targets),
             "thumbnails" => thumbnails::run(&mut targets),
             "web" => web::run(&mut targets),
