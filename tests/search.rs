@@ -709,6 +709,60 @@ async fn moved_folders_and_renamed_files_are_found_where_they_are_now() -> anyho
     Ok(())
 }
 
+/// Writes of single nodes (a PUT, an overwrite, a MKCOL, a DELETE) reach the index through
+/// hints that name the node, each looked at alone: a new folder is walked with what it holds,
+/// an overwrite of a file whose content is not read refreshes its size in place, a deleted
+/// folder leaves with its subtree. No round runs meanwhile (INTERVAL), so each of these is the
+/// hint's doing.
+#[tokio::test]
+async fn single_writes_are_indexed_node_by_node() -> anyhow::Result<()> {
+    let dir = TempDir::new();
+    let server = start(&dir, &[]).await?;
+    let a = server.public.as_str();
+    let admin = admin();
+    mkcol(a, "/remote.php/webdav/team", &admin).await?;
+    put(a, "/remote.php/webdav/team/a.txt", &admin, "alpha words").await?;
+    put(a, "/remote.php/webdav/team/b.bin", &admin, "short").await?;
+    mkcol(a, "/remote.php/webdav/team/sub", &admin).await?;
+    mkcol(a, "/remote.php/webdav/team/sub/inner", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/team/sub/inner/deep.txt",
+        &admin,
+        "deep words",
+    )
+    .await?;
+    until_found(a, &admin, "content:words", &["a.txt", "deep.txt"]).await?;
+
+    put(a, "/remote.php/webdav/team/a.txt", &admin, "omega words").await?;
+    until_found(a, &admin, "content:omega", &["a.txt"]).await?;
+    assert!(found(a, &admin, "content:alpha").await?.is_empty());
+
+    put(
+        a,
+        "/remote.php/webdav/team/b.bin",
+        &admin,
+        &"long ".repeat(10),
+    )
+    .await?;
+    until_found(a, &admin, "size>40 AND NOT mediatype:folder", &["b.bin"]).await?;
+
+    let r = send(
+        a,
+        "DELETE",
+        "/remote.php/webdav/team/sub",
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    until_found(a, &admin, "content:words", &["a.txt"]).await?;
+    assert!(found(a, &admin, "inner").await?.is_empty());
+    assert_eq!(found(a, &admin, "team").await?, ["team"]);
+    server.stop().await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn only_text_files_within_the_size_bound_have_their_content_indexed() -> anyhow::Result<()> {
     let dir = TempDir::new();

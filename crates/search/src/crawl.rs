@@ -2,9 +2,12 @@
 //!
 //! It looks at a space as soon as storage-users hints that the space changed (the bus's
 //! [`arca_proto::HINT_SPACE_CHANGED`], sent at most every 100 ms per busy space), so a file
-//! written is findable within a fraction of a second. Hints are lossy and need not be
-//! trusted: the etags are the truth, and every `search.interval` (and after a hint feed that
-//! lagged) the crawler looks at every space anyway. A round lists every space as the search service's own identity
+//! written is findable within a fraction of a second. A hint that names the nodes written or
+//! removed has only those looked at (one `Stat` each: upserted, moved, or removed with their
+//! subtree when gone), so the cost follows the writes, not the size of the folders written
+//! into; a hint of the whole space has it walked by etags, as below. Hints are lossy and need
+//! not be trusted: the etags are the truth, and every `search.interval` (and after a hint feed
+//! that lagged) the crawler looks at every space anyway. A round lists every space as the search service's own identity
 //! (`service:search`, which storage-users lets read every space and change none). A space
 //! whose root etag equals the one last indexed is done. Otherwise its root is listed, and
 //! below it only the folders whose etag changed (etags propagate to the root on every change)
@@ -16,11 +19,12 @@
 //! follow from this. Spaces gone from the listing are dropped; disabled ones are kept (a
 //! restore needs no reindex) but flagged, and queries skip them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use arca_proto::v1::{
     GetSpaceRequest, InitiateDownloadRequest, ListRequest, ListSpacesRequest, Node, Ref, Space,
+    StatRequest,
 };
 use arca_runtime::events::{Hint, Hints};
 use arca_runtime::worker::{Schedule, State};
@@ -31,7 +35,7 @@ use http_body_util::BodyExt as _;
 use tokio::time::Instant;
 use tower::ServiceExt as _;
 
-use crate::index::{Doc, Index, IndexError};
+use crate::index::{Doc, Index, IndexError, Known};
 use crate::mime;
 
 /// How long the crawler's own identity token lives: longer than any one call it makes.
@@ -71,8 +75,9 @@ pub struct Crawler {
     stop: tokio_util::sync::CancellationToken,
     /// storage-users' hints of changed spaces.
     hints: Hints,
-    /// Spaces hinted since the last look at them.
-    hinted: HashSet<String>,
+    /// Spaces hinted since the last look at them, with the nodes named (`None`: the whole
+    /// space).
+    hinted: HashMap<String, Option<HashSet<String>>>,
     /// When every space is looked at next (now, at start: catching up after downtime; a
     /// worker that waited for the lease finds it past, so a new holder begins with a round).
     next_round: Instant,
@@ -103,7 +108,7 @@ impl Crawler {
             max_content: config.max_content_bytes,
             stop: from.stop,
             hints: from.hints,
-            hinted: HashSet::new(),
+            hinted: HashMap::new(),
             next_round: Instant::now(),
             hints_closed: false,
         }
@@ -149,8 +154,8 @@ impl Worker for Crawler {
                     biased;
                     () = &mut round => return true,
                     hint = hint => match hint {
-                        Hint::Key(space) => {
-                            self.hinted.insert(space);
+                        Hint::Key(key) => {
+                            self.note_hint(&key);
                             return true;
                         }
                         Hint::Missed => {
@@ -187,6 +192,25 @@ impl Worker for Crawler {
 }
 
 impl Crawler {
+    /// Adds a hint's space, and the nodes it names, to what is looked at next: a space once
+    /// hinted whole stays whole.
+    fn note_hint(&mut self, key: &str) {
+        let (space, nodes) = arca_proto::parse_space_hint(key);
+        if space.is_empty() {
+            return;
+        }
+        let entry = self
+            .hinted
+            .entry(space.to_owned())
+            .or_insert_with(|| Some(HashSet::new()));
+        match entry {
+            Some(known) if !nodes.is_empty() => {
+                known.extend(nodes.into_iter().map(str::to_owned));
+            }
+            _ => *entry = None,
+        }
+    }
+
     /// A request made as `service:search`, not as any user.
     fn as_service<T>(&self, message: T) -> tonic::Request<T> {
         let identity = Identity {
@@ -207,10 +231,21 @@ impl Crawler {
         req
     }
 
-    /// A look at the spaces storage-users hinted (one `GetSpace` each, a walk where the etag
-    /// moved).
-    async fn crawl_hinted(&self, hinted: HashSet<String>) -> Result<(), CrawlError> {
-        for id in hinted {
+    /// A look at the spaces storage-users hinted: at the nodes named, or for a whole space one
+    /// `GetSpace` and a walk where the etag moved.
+    async fn crawl_hinted(
+        &self,
+        hinted: HashMap<String, Option<HashSet<String>>>,
+    ) -> Result<(), CrawlError> {
+        for (id, nodes) in hinted {
+            if let Some(nodes) = nodes {
+                match self.look_at_nodes(&id, nodes).await? {
+                    Some(Walk::Stopped) => return Ok(()),
+                    Some(Walk::Done) => continue,
+                    // Not indexed yet, or disabled: the whole look below settles it.
+                    None => {}
+                }
+            }
             let space = arca_proto::storage_client(self.storage.clone())
                 .get_space(self.as_service(GetSpaceRequest {
                     space_id: id.clone(),
@@ -230,6 +265,69 @@ impl Crawler {
             }
         }
         Ok(())
+    }
+
+    /// The nodes `ids` of the space `space_id` against what the index holds of them: each one
+    /// stat'ed, upserted when its etag or path moved (a folder new here walked whole), removed
+    /// with its subtree when gone. `None` when the space must be looked at whole instead (never
+    /// indexed, or disabled). The space's recorded etag stays: the next round walks it, and
+    /// finds what was done here already done.
+    async fn look_at_nodes(
+        &self,
+        space_id: &str,
+        ids: HashSet<String>,
+    ) -> Result<Option<Walk>, CrawlError> {
+        if self.index.space_etag(space_id).await?.is_none()
+            || self.index.is_disabled(space_id).await?
+        {
+            return Ok(None);
+        }
+        for id in ids {
+            if self.stop.is_cancelled() {
+                return Ok(Some(Walk::Stopped));
+            }
+            let known = self.index.known(&id).await?;
+            let node = arca_proto::storage_client(self.storage.clone())
+                .stat(self.as_service(StatRequest {
+                    r#ref: Some(Ref {
+                        space_id: space_id.to_owned(),
+                        path: String::new(),
+                        node_id: id.clone(),
+                    }),
+                    ..Default::default()
+                }))
+                .await;
+            let node = match node {
+                Ok(n) => n.into_inner(),
+                // Removed (into the trash, or purged): gone from the index with its subtree.
+                Err(s) if s.code() == tonic::Code::NotFound => {
+                    if let Some(k) = known {
+                        self.index.remove(space_id, &k.path).await?;
+                    }
+                    continue;
+                }
+                Err(s) => return Err(s.into()),
+            };
+            let moved = known
+                .as_ref()
+                .is_none_or(|k| k.path != node.path || k.is_dir != node.is_dir);
+            if !moved && known.as_ref().is_some_and(|k| k.etag == node.etag) {
+                continue;
+            }
+            if let Some(k) = known.as_ref().filter(|_| moved) {
+                self.index.remove(space_id, &k.path).await?;
+            }
+            self.index_node(&node, known.as_ref()).await?;
+            // A folder new at this path (made, or brought here with what it holds): what is
+            // below it is new here too.
+            if node.is_dir
+                && moved
+                && let Walk::Stopped = self.walk_from(space_id, &node.id, &node.path).await?
+            {
+                return Ok(Some(Walk::Stopped));
+            }
+        }
+        Ok(Some(Walk::Done))
     }
 
     /// One space against what the index holds of it (`known`: the etag it was indexed at).
@@ -252,7 +350,7 @@ impl Crawler {
             self.index.set_space(&space.id, &space.etag, false).await?;
             return Ok(Walk::Done);
         }
-        match self.walk_space(&space.id, &space.root_id).await {
+        match self.walk_from(&space.id, &space.root_id, "/").await {
             Ok(Walk::Done) => self.index.set_space(&space.id, &space.etag, false).await?,
             Ok(Walk::Stopped) => return Ok(Walk::Stopped),
             // One space failing (a call refused, its provider away) holds no other back;
@@ -288,9 +386,15 @@ impl Crawler {
         Ok(())
     }
 
-    /// Walks a space from its root, folder by folder, into those whose etag or path changed.
-    async fn walk_space(&self, space_id: &str, root_id: &str) -> Result<Walk, CrawlError> {
-        let mut folders = vec![(root_id.to_owned(), "/".to_owned())];
+    /// Walks the folder `folder_id` at `path` (a space's root at "/") and below, folder by
+    /// folder, into those whose etag or path changed.
+    async fn walk_from(
+        &self,
+        space_id: &str,
+        folder_id: &str,
+        path: &str,
+    ) -> Result<Walk, CrawlError> {
+        let mut folders = vec![(folder_id.to_owned(), path.to_owned())];
         while let Some((folder_id, path)) = folders.pop() {
             if self.stop.is_cancelled() {
                 return Ok(Walk::Stopped);
@@ -332,7 +436,7 @@ impl Crawler {
                 {
                     self.index.remove(space_id, &k.path).await?;
                 }
-                self.index_node(&child).await?;
+                self.index_node(&child, before.as_ref()).await?;
             }
             // Whatever the index had here and the listing has not is gone (or moved: then the
             // walk of its new folder puts it back).
@@ -343,7 +447,8 @@ impl Crawler {
         Ok(Walk::Done)
     }
 
-    async fn index_node(&self, node: &Node) -> Result<(), CrawlError> {
+    /// Indexes `node`; `before` is what the index held of it.
+    async fn index_node(&self, node: &Node, before: Option<&Known>) -> Result<(), CrawlError> {
         let mime = mime::of(&node.name, node.is_dir);
         let doc = Doc {
             id: node.id.clone(),
@@ -358,6 +463,15 @@ impl Crawler {
             mime: mime.to_owned(),
             owner_id: node.owner_id.clone(),
         };
+        // In place under the same name, a folder or a file whose content is not read keeps
+        // what its text index holds (the name, no content): only its other fields change,
+        // which is most of a sync client's writes (an overwrite, a folder's new etag).
+        if before.is_some_and(|k| k.path == node.path && k.is_dir == node.is_dir)
+            && (node.is_dir || !mime::is_text(mime))
+        {
+            self.index.refresh(&doc).await?;
+            return Ok(());
+        }
         let content = if !node.is_dir && mime::is_text(mime) && node.size <= self.max_content {
             match self.content(node).await {
                 Ok(text) => Some(text),

@@ -180,6 +180,11 @@ impl Index {
         each!(self.children(parent_id))
     }
 
+    /// What the index holds of one node (its etag, path and kind), if indexed.
+    pub async fn known(&self, id: &str) -> Result<Option<Known>, IndexError> {
+        each!(self.known(id))
+    }
+
     /// Where a node is: its space and path, if indexed.
     pub async fn locate(&self, id: &str) -> Result<Option<(String, String)>, IndexError> {
         each!(self.locate(id))
@@ -189,6 +194,12 @@ impl Index {
     /// file whose content is not read), `Some` replaces it.
     pub async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
         each!(self.upsert(doc, content))
+    }
+
+    /// Writes a document's fields but its path, name and text: a node changed in place whose
+    /// text index stays as it is.
+    pub async fn refresh(&self, doc: &Doc) -> Result<(), IndexError> {
+        each!(self.refresh(doc))
     }
 
     /// Removes a node and, for a folder, everything below it.
@@ -305,6 +316,35 @@ macro_rules! common_statements {
                 .collect())
         }
 
+        pub(super) async fn refresh(&self, doc: &Doc) -> Result<(), IndexError> {
+            sqlx::query(
+                "UPDATE docs SET parent_id = $2, size = $3, mtime_ns = $4, etag = $5, mime = $6,
+                    owner_id = $7 WHERE id = $1",
+            )
+            .bind(&doc.id)
+            .bind(&doc.parent_id)
+            .bind(i64::try_from(doc.size).unwrap_or(i64::MAX))
+            .bind(doc.mtime_ns)
+            .bind(&doc.etag)
+            .bind(&doc.mime)
+            .bind(&doc.owner_id)
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        }
+
+        pub(super) async fn known(&self, id: &str) -> Result<Option<Known>, IndexError> {
+            let row = sqlx::query("SELECT etag, path, is_dir FROM docs WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            Ok(row.map(|r| Known {
+                etag: r.get(0),
+                path: r.get(1),
+                is_dir: r.get::<i64, _>(2) != 0,
+            }))
+        }
+
         pub(super) async fn locate(&self, id: &str) -> Result<Option<(String, String)>, IndexError> {
             let row = sqlx::query("SELECT space_id, path FROM docs WHERE id = $1")
                 .bind(id)
@@ -316,6 +356,12 @@ macro_rules! common_statements {
     };
 }
 use common_statements;
+
+/// The paths strictly below `path`, as a half-open range in byte order: from "P/" up to "P0"
+/// ('0' is the byte after '/'), so a subtree is one range of a (space, path) index.
+fn subtree_range(path: &str) -> (String, String) {
+    (format!("{path}/"), format!("{path}0"))
+}
 
 /// Which SQL a query is built in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -109,7 +109,7 @@ where
         .store
         .put_file(&grant.parent, &grant.name, body, opts)
         .await?;
-    p.changed(&node.space_id);
+    p.changed_node(&node.space_id, &node.id);
     Ok(p.node_message(&node, grant.path, &grant.owner))
 }
 

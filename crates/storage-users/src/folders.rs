@@ -276,7 +276,7 @@ pub(crate) async fn assemble(State(p): State<Provider>, Path(token): Path<String
         .await
     {
         Ok(node) => {
-            p.changed(&node.space_id);
+            p.changed_node(&node.space_id, &node.id);
             let message = p.node_message(&node, grant.path, &grant.owner);
             let mut resp = StatusCode::OK.into_response();
             if let Some(v) = node_header(&message) {

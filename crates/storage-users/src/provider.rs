@@ -483,9 +483,16 @@ impl Provider {
         ))
     }
 
-    /// `space` (the store's id) changed: hinted to the search crawler (see `crate::hints`).
+    /// Anything in `space` (the store's id) may have changed: hinted to the search crawler
+    /// (see `crate::hints`), which walks the space.
     pub(crate) fn changed(&self, space: &str) {
         self.changes.mark(space);
+    }
+
+    /// The node `node` of `space` (store ids) was written, made or removed: hinted to the
+    /// search crawler, which looks at that node alone.
+    pub(crate) fn changed_node(&self, space: &str, node: &str) {
+        self.changes.mark_node(space, node);
     }
 
     pub(crate) fn node_message(&self, node: &StoreNode, path: String, owner: &str) -> Node {
@@ -796,7 +803,7 @@ impl Storage for Provider {
             .mkdir(&parent.id, &name)
             .await
             .map_err(|e| e.status())?;
-        self.changed(&space.id);
+        self.changed_node(&space.id, &node.id);
         Ok(Response::new(self.node_message(&node, path, &space.owner)))
     }
 
@@ -827,7 +834,7 @@ impl Storage for Provider {
             .trash_noting(&node.id, remover, &self.bursts)
             .await
             .map_err(|e| e.status())?;
-        self.changed(&space.id);
+        self.changed_node(&space.id, &node.id);
         self.trashed(who, &space, &item, &path, remover, burst);
         self.store
             .remove_locks_within(&space.id, &path)

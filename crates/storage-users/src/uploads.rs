@@ -528,7 +528,7 @@ pub(crate) async fn patch(
             let mut resp = StatusCode::NO_CONTENT.into_response();
             tus_headers(resp.headers_mut(), &record);
             if let Some(node) = node {
-                p.changed(&node.space_id);
+                p.changed_node(&node.space_id, &node.id);
                 let message = p.node_message(&node, record.path.clone(), &record.owner);
                 if let Some(v) = node_header(&message) {
                     resp.headers_mut().insert(NODE_HEADER, v);

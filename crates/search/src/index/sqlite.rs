@@ -140,16 +140,18 @@ impl SqliteIndex {
     }
 
     pub(super) async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
-        let below = format!("{path}/");
+        let (from, to) = super::subtree_range(path);
         let mut tx = self.pool.begin().await?;
-        let matching = "space_id = ?1 AND (path = ?2 OR substr(path, 1, length(?3)) = ?3)";
+        // A range of `docs_space_path` (byte order), not a scan of the space's documents.
+        let matching = "space_id = ?1 AND (path = ?2 OR (path >= ?3 AND path < ?4))";
         // Only constant SQL is pasted together here; every value is bound.
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE {matching})"
         )))
         .bind(space_id)
         .bind(path)
-        .bind(&below)
+        .bind(&from)
+        .bind(&to)
         .execute(&mut *tx)
         .await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -157,7 +159,8 @@ impl SqliteIndex {
         )))
         .bind(space_id)
         .bind(path)
-        .bind(&below)
+        .bind(&from)
+        .bind(&to)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
