@@ -759,6 +759,39 @@ async fn single_writes_are_indexed_node_by_node() -> anyhow::Result<()> {
     until_found(a, &admin, "content:words", &["a.txt"]).await?;
     assert!(found(a, &admin, "inner").await?.is_empty());
     assert_eq!(found(a, &admin, "team").await?, ["team"]);
+
+    // Removed and made again at once (most likely in one hint): two ids at one path, the new
+    // one indexed, the old one's subtree gone.
+    let r = send(
+        a,
+        "DELETE",
+        "/remote.php/webdav/team/sub",
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert!(r.status == 404, "{}", r.text());
+    mkcol(a, "/remote.php/webdav/team/sub", &admin).await?;
+    put(a, "/remote.php/webdav/team/sub/x.txt", &admin, "x words").await?;
+    let r = send(
+        a,
+        "DELETE",
+        "/remote.php/webdav/team/sub",
+        &[auth(&admin)],
+        "",
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text());
+    mkcol(a, "/remote.php/webdav/team/sub", &admin).await?;
+    put(
+        a,
+        "/remote.php/webdav/team/sub/again.txt",
+        &admin,
+        "again words",
+    )
+    .await?;
+    until_found(a, &admin, "content:words", &["a.txt", "again.txt"]).await?;
+    assert_eq!(found(a, &admin, "sub").await?, ["sub"]);
     server.stop().await?;
     Ok(())
 }

@@ -268,10 +268,16 @@ impl Crawler {
     }
 
     /// The nodes `ids` of the space `space_id` against what the index holds of them: each one
-    /// stat'ed, upserted when its etag or path moved (a folder new here walked whole), removed
-    /// with its subtree when gone. `None` when the space must be looked at whole instead (never
-    /// indexed, or disabled). The space's recorded etag stays: the next round walks it, and
-    /// finds what was done here already done.
+    /// stat'ed, then those gone removed with their subtrees, then those whose etag or path
+    /// moved upserted — in that order, because a name removed and made again in one hint
+    /// (a folder deleted and made anew) is two ids at one path, and removing the old one's
+    /// path after the new one was indexed would take the new one with it. `None` when the
+    /// space must be looked at whole instead (never indexed, or disabled). The space's
+    /// recorded etag stays: the next round walks it, and finds what was done here done.
+    ///
+    /// A folder new at its path is not walked: a node hint names a folder only when it was
+    /// made (empty) or removed, and whatever is written into it later is hinted by its own id
+    /// (a move, a copy or a restore, which bring folders with contents, hint the whole space).
     async fn look_at_nodes(
         &self,
         space_id: &str,
@@ -282,6 +288,8 @@ impl Crawler {
         {
             return Ok(None);
         }
+        let mut gone = Vec::new();
+        let mut present = Vec::new();
         for id in ids {
             if self.stop.is_cancelled() {
                 return Ok(Some(Walk::Stopped));
@@ -297,17 +305,17 @@ impl Crawler {
                     ..Default::default()
                 }))
                 .await;
-            let node = match node {
-                Ok(n) => n.into_inner(),
-                // Removed (into the trash, or purged): gone from the index with its subtree.
-                Err(s) if s.code() == tonic::Code::NotFound => {
-                    if let Some(k) = known {
-                        self.index.remove(space_id, &k.path).await?;
-                    }
-                    continue;
-                }
+            match node {
+                Ok(n) => present.push((n.into_inner(), known)),
+                // Removed (into the trash, or purged).
+                Err(s) if s.code() == tonic::Code::NotFound => gone.extend(known),
                 Err(s) => return Err(s.into()),
-            };
+            }
+        }
+        for k in gone {
+            self.index.remove(space_id, &k.path).await?;
+        }
+        for (node, known) in present {
             let moved = known
                 .as_ref()
                 .is_none_or(|k| k.path != node.path || k.is_dir != node.is_dir);
@@ -318,14 +326,6 @@ impl Crawler {
                 self.index.remove(space_id, &k.path).await?;
             }
             self.index_node(&node, known.as_ref()).await?;
-            // A folder new at this path (made, or brought here with what it holds): what is
-            // below it is new here too.
-            if node.is_dir
-                && moved
-                && let Walk::Stopped = self.walk_from(space_id, &node.id, &node.path).await?
-            {
-                return Ok(Some(Walk::Stopped));
-            }
         }
         Ok(Some(Walk::Done))
     }
