@@ -35,8 +35,11 @@ use http_body_util::BodyExt as _;
 use tokio::time::Instant;
 use tower::ServiceExt as _;
 
-use crate::index::{Doc, Index, IndexError, Known};
+use crate::index::{Change, Doc, Index, IndexError, Known};
 use crate::mime;
+
+/// Index writes made in one transaction at most.
+const BATCH: usize = 256;
 
 /// How long the crawler's own identity token lives: longer than any one call it makes.
 const IDENTITY_TTL: Duration = Duration::from_secs(300);
@@ -312,9 +315,13 @@ impl Crawler {
                 Err(s) => return Err(s.into()),
             }
         }
-        for k in gone {
-            self.index.remove(space_id, &k.path).await?;
-        }
+        let mut changes: Vec<Change> = gone
+            .into_iter()
+            .map(|k| Change::Remove {
+                space_id: space_id.to_owned(),
+                path: k.path,
+            })
+            .collect();
         for (node, known) in present {
             let moved = known
                 .as_ref()
@@ -323,10 +330,15 @@ impl Crawler {
                 continue;
             }
             if let Some(k) = known.as_ref().filter(|_| moved) {
-                self.index.remove(space_id, &k.path).await?;
+                changes.push(Change::Remove {
+                    space_id: space_id.to_owned(),
+                    path: k.path.clone(),
+                });
             }
-            self.index_node(&node, known.as_ref()).await?;
+            changes.push(self.change_for(&node, known.as_ref()).await);
+            self.flush_full(&mut changes).await?;
         }
+        self.index.apply(&changes).await?;
         Ok(Some(Walk::Done))
     }
 
@@ -417,6 +429,7 @@ impl Crawler {
                 Err(s) => return Err(s.into()),
             };
             let mut known = self.index.children(&folder_id).await?;
+            let mut changes = Vec::new();
             for child in listing.children {
                 let before = known.remove(&child.id);
                 let changed = before
@@ -434,21 +447,38 @@ impl Crawler {
                     .as_ref()
                     .filter(|k| k.path != child.path || k.is_dir != child.is_dir)
                 {
-                    self.index.remove(space_id, &k.path).await?;
+                    changes.push(Change::Remove {
+                        space_id: space_id.to_owned(),
+                        path: k.path.clone(),
+                    });
                 }
-                self.index_node(&child, before.as_ref()).await?;
+                changes.push(self.change_for(&child, before.as_ref()).await);
+                self.flush_full(&mut changes).await?;
             }
             // Whatever the index had here and the listing has not is gone (or moved: then the
             // walk of its new folder puts it back).
-            for (_, gone) in known {
-                self.index.remove(space_id, &gone.path).await?;
-            }
+            changes.extend(known.into_values().map(|gone| Change::Remove {
+                space_id: space_id.to_owned(),
+                path: gone.path,
+            }));
+            self.index.apply(&changes).await?;
         }
         Ok(Walk::Done)
     }
 
-    /// Indexes `node`; `before` is what the index held of it.
-    async fn index_node(&self, node: &Node, before: Option<&Known>) -> Result<(), CrawlError> {
+    /// Writes `changes` once they are [`BATCH`] long (a folder of 100,000 files is not one
+    /// transaction holding 100,000 contents in memory).
+    async fn flush_full(&self, changes: &mut Vec<Change>) -> Result<(), CrawlError> {
+        if changes.len() >= BATCH {
+            self.index.apply(changes).await?;
+            changes.clear();
+        }
+        Ok(())
+    }
+
+    /// The change that indexes `node` (`before`: what the index held of it), with its
+    /// content read when it is text.
+    async fn change_for(&self, node: &Node, before: Option<&Known>) -> Change {
         let mime = mime::of(&node.name, node.is_dir);
         let doc = Doc {
             id: node.id.clone(),
@@ -469,8 +499,7 @@ impl Crawler {
         if before.is_some_and(|k| k.path == node.path && k.is_dir == node.is_dir)
             && (node.is_dir || !mime::is_text(mime))
         {
-            self.index.refresh(&doc).await?;
-            return Ok(());
+            return Change::Refresh(doc);
         }
         let content = if !node.is_dir && mime::is_text(mime) && node.size <= self.max_content {
             match self.content(node).await {
@@ -487,8 +516,7 @@ impl Crawler {
         } else {
             Some(String::new())
         };
-        self.index.upsert(&doc, content.as_deref()).await?;
-        Ok(())
+        Change::Upsert { doc, content }
     }
 
     /// A text file's content, from its provider's data path, at most `max_content` bytes.

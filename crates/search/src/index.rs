@@ -43,6 +43,17 @@ pub struct Doc {
     pub owner_id: String,
 }
 
+/// One write to the index (see [`Index::apply`]).
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// [`Index::upsert`].
+    Upsert { doc: Doc, content: Option<String> },
+    /// [`Index::refresh`].
+    Refresh(Doc),
+    /// [`Index::remove`].
+    Remove { space_id: String, path: String },
+}
+
 /// What the crawler needs of an indexed child to decide whether to look again.
 #[derive(Clone, Debug)]
 pub struct Known {
@@ -190,24 +201,40 @@ impl Index {
         each!(self.locate(id))
     }
 
+    /// Makes `changes`, in order, in one transaction: a crawler's writes for one folder or
+    /// one hint cost one commit, not one each.
+    pub async fn apply(&self, changes: &[Change]) -> Result<(), IndexError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        each!(self.apply(changes))
+    }
+
     /// Inserts or replaces a document; `content` `None` keeps what was indexed (a folder, a
     /// file whose content is not read), `Some` replaces it.
     pub async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
-        each!(self.upsert(doc, content))
+        self.apply(&[Change::Upsert {
+            doc: doc.clone(),
+            content: content.map(str::to_owned),
+        }])
+        .await
     }
 
     /// Writes a document's fields but its path, name and text: a node changed in place whose
     /// text index stays as it is.
     pub async fn refresh(&self, doc: &Doc) -> Result<(), IndexError> {
-        each!(self.refresh(doc))
+        self.apply(&[Change::Refresh(doc.clone())]).await
     }
 
     /// Removes a node and, for a folder, everything below it.
     pub async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
-        each!(self.remove(space_id, path))
+        self.apply(&[Change::Remove {
+            space_id: space_id.to_owned(),
+            path: path.to_owned(),
+        }])
+        .await
     }
 
-    /// The hits of `expr` within `reach`, best first: at most `limit`, and how many in all.
     pub async fn search(
         &self,
         expr: &Expr,
@@ -225,7 +252,7 @@ impl Index {
 /// The statements both homes run alike (`$n` placeholders, which SQLite takes too), as
 /// methods of an index type with a `pool` field.
 macro_rules! common_statements {
-    () => {
+    ($conn:ty) => {
         pub(super) async fn forget_progress(&self) -> Result<u64, IndexError> {
             let mut tx = self.pool.begin().await?;
             let docs = sqlx::query("UPDATE docs SET etag = ''")
@@ -316,7 +343,24 @@ macro_rules! common_statements {
                 .collect())
         }
 
-        pub(super) async fn refresh(&self, doc: &Doc) -> Result<(), IndexError> {
+        /// [`Index::apply`]; `upsert_in` and `remove_in` are the backend module's own.
+        pub(super) async fn apply(&self, changes: &[Change]) -> Result<(), IndexError> {
+            let mut tx = self.pool.begin().await?;
+            for change in changes {
+                match change {
+                    Change::Upsert { doc, content } => {
+                        upsert_in(&mut tx, doc, content.as_deref()).await?;
+                    }
+                    Change::Refresh(doc) => Self::refresh_in(&mut tx, doc).await?,
+                    Change::Remove { space_id, path } => remove_in(&mut tx, space_id, path).await?,
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
+        /// [`Change::Refresh`] on `c`.
+        async fn refresh_in(c: &mut $conn, doc: &Doc) -> Result<(), IndexError> {
             sqlx::query(
                 "UPDATE docs SET parent_id = $2, size = $3, mtime_ns = $4, etag = $5, mime = $6,
                     owner_id = $7 WHERE id = $1",
@@ -328,7 +372,7 @@ macro_rules! common_statements {
             .bind(&doc.etag)
             .bind(&doc.mime)
             .bind(&doc.owner_id)
-            .execute(&self.pool)
+            .execute(&mut *c)
             .await?;
             Ok(())
         }
@@ -362,6 +406,27 @@ use common_statements;
 fn subtree_range(path: &str) -> (String, String) {
     (format!("{path}/"), format!("{path}0"))
 }
+
+/// `query` with a [`Doc`]'s eleven columns bound in their order in `docs` (id, space_id,
+/// parent_id, path, name, is_dir, size, mtime_ns, etag, mime, owner_id), as both backends'
+/// upserts insert them.
+macro_rules! bind_doc {
+    ($query:expr, $doc:expr) => {
+        $query
+            .bind(&$doc.id)
+            .bind(&$doc.space_id)
+            .bind(&$doc.parent_id)
+            .bind(&$doc.path)
+            .bind(&$doc.name)
+            .bind(i64::from($doc.is_dir))
+            .bind(i64::try_from($doc.size).unwrap_or(i64::MAX))
+            .bind($doc.mtime_ns)
+            .bind(&$doc.etag)
+            .bind(&$doc.mime)
+            .bind(&$doc.owner_id)
+    };
+}
+use bind_doc;
 
 /// Which SQL a query is built in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

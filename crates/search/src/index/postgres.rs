@@ -15,10 +15,11 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::Row as _;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::{
-    Bind, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit, search_sql,
+    Bind, Change, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit,
+    search_sql,
 };
 use crate::kql::Expr;
 
@@ -79,7 +80,7 @@ pub struct PgIndex {
 
 /// The methods of [`super::Index`], which documents them.
 impl PgIndex {
-    common_statements!();
+    common_statements!(PgConnection);
 
     /// Connects to the database at `url` and creates what is missing of the index there.
     pub async fn connect(url: &str) -> Result<Self, IndexError> {
@@ -116,50 +117,6 @@ impl PgIndex {
         Ok(())
     }
 
-    pub(super) async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
-        // No content given: a new document has none, an indexed one keeps its own.
-        sqlx::query(
-            "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
-                               mime, owner_id, content)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE($12, ''))
-             ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
-                parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
-                is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
-                etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id,
-                content = COALESCE($12, docs.content)",
-        )
-        .bind(&doc.id)
-        .bind(&doc.space_id)
-        .bind(&doc.parent_id)
-        .bind(&doc.path)
-        .bind(&doc.name)
-        .bind(i64::from(doc.is_dir))
-        .bind(i64::try_from(doc.size).unwrap_or(i64::MAX))
-        .bind(doc.mtime_ns)
-        .bind(&doc.etag)
-        .bind(&doc.mime)
-        .bind(&doc.owner_id)
-        .bind(content)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    pub(super) async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
-        let (from, to) = super::subtree_range(path);
-        sqlx::query(
-            "DELETE FROM docs WHERE space_id = $1 AND (path = $2
-               OR (path COLLATE \"C\" >= $3 AND path COLLATE \"C\" < $4))",
-        )
-        .bind(space_id)
-        .bind(path)
-        .bind(from)
-        .bind(to)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     pub(super) async fn search(
         &self,
         expr: &Expr,
@@ -182,6 +139,48 @@ impl PgIndex {
         let hits = rows.iter().map(hit).collect();
         Ok((hits, u64::try_from(total).unwrap_or(0)))
     }
+}
+
+/// [`Change::Upsert`] on `c` (the content kept when `content` is `None`).
+async fn upsert_in(
+    c: &mut PgConnection,
+    doc: &Doc,
+    content: Option<&str>,
+) -> Result<(), IndexError> {
+    // No content given: a new document has none, an indexed one keeps its own.
+    super::bind_doc!(
+        sqlx::query(
+            "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
+                           mime, owner_id, content)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE($12, ''))
+         ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
+            parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
+            is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
+            etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id,
+            content = COALESCE($12, docs.content)",
+        ),
+        doc
+    )
+    .bind(content)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
+
+/// [`Change::Remove`] on `c`: a document and everything below its path.
+async fn remove_in(c: &mut PgConnection, space_id: &str, path: &str) -> Result<(), IndexError> {
+    let (from, to) = super::subtree_range(path);
+    sqlx::query(
+        "DELETE FROM docs WHERE space_id = $1 AND (path = $2
+           OR (path COLLATE \"C\" >= $3 AND path COLLATE \"C\" < $4))",
+    )
+    .bind(space_id)
+    .bind(path)
+    .bind(from)
+    .bind(to)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
 }
 
 /// `sql` with its `?` placeholders numbered `$1, $2, …` as PostgreSQL takes them. The

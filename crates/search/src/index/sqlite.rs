@@ -9,11 +9,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr as _;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+};
 use sqlx::{Row as _, Sqlite};
 
 use super::{
-    Bind, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit, search_sql,
+    Bind, Change, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit,
+    search_sql,
 };
 use crate::kql::Expr;
 
@@ -50,7 +53,7 @@ const SCHEMA: [&str; 5] = [
 
 /// The methods of [`super::Index`], which documents them.
 impl SqliteIndex {
-    common_statements!();
+    common_statements!(SqliteConnection);
 
     /// Opens (creating) the index in `dir`.
     pub async fn open(dir: &Path) -> Result<Self, IndexError> {
@@ -91,82 +94,6 @@ impl SqliteIndex {
         Ok(())
     }
 
-    pub(super) async fn upsert(&self, doc: &Doc, content: Option<&str>) -> Result<(), IndexError> {
-        let mut tx = self.pool.begin().await?;
-        let rowid: i64 = sqlx::query(
-            "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
-                               mime, owner_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
-                parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
-                is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
-                etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id
-             RETURNING rowid",
-        )
-        .bind(&doc.id)
-        .bind(&doc.space_id)
-        .bind(&doc.parent_id)
-        .bind(&doc.path)
-        .bind(&doc.name)
-        .bind(i64::from(doc.is_dir))
-        .bind(i64::try_from(doc.size).unwrap_or(i64::MAX))
-        .bind(doc.mtime_ns)
-        .bind(&doc.etag)
-        .bind(&doc.mime)
-        .bind(&doc.owner_id)
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
-        let kept: Option<String> = match content {
-            Some(_) => None,
-            None => sqlx::query("SELECT content FROM docs_fts WHERE rowid = ?")
-                .bind(rowid)
-                .fetch_optional(&mut *tx)
-                .await?
-                .and_then(|r| r.get::<Option<String>, _>(0)),
-        };
-        sqlx::query("DELETE FROM docs_fts WHERE rowid = ?")
-            .bind(rowid)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO docs_fts (rowid, name, content) VALUES (?, ?, ?)")
-            .bind(rowid)
-            .bind(&doc.name)
-            .bind(content.map(str::to_owned).or(kept).unwrap_or_default())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(super) async fn remove(&self, space_id: &str, path: &str) -> Result<(), IndexError> {
-        let (from, to) = super::subtree_range(path);
-        let mut tx = self.pool.begin().await?;
-        // A range of `docs_space_path` (byte order), not a scan of the space's documents.
-        let matching = "space_id = ?1 AND (path = ?2 OR (path >= ?3 AND path < ?4))";
-        // Only constant SQL is pasted together here; every value is bound.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE {matching})"
-        )))
-        .bind(space_id)
-        .bind(path)
-        .bind(&from)
-        .bind(&to)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM docs WHERE {matching}"
-        )))
-        .bind(space_id)
-        .bind(path)
-        .bind(&from)
-        .bind(&to)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     pub(super) async fn search(
         &self,
         expr: &Expr,
@@ -184,6 +111,75 @@ impl SqliteIndex {
         let hits = rows.iter().map(hit).collect();
         Ok((hits, u64::try_from(total).unwrap_or(0)))
     }
+}
+
+/// [`Change::Upsert`] on `c`: the document's row, and its FTS row replaced (the content kept
+/// when `content` is `None`).
+async fn upsert_in(
+    c: &mut SqliteConnection,
+    doc: &Doc,
+    content: Option<&str>,
+) -> Result<(), IndexError> {
+    let rowid: i64 =
+        super::bind_doc!(sqlx::query(
+        "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
+                           mime, owner_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
+            parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
+            is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
+            etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id
+         RETURNING rowid",
+    ), doc)
+        .fetch_one(&mut *c)
+        .await?
+        .get(0);
+    let kept: Option<String> = match content {
+        Some(_) => None,
+        None => sqlx::query("SELECT content FROM docs_fts WHERE rowid = ?")
+            .bind(rowid)
+            .fetch_optional(&mut *c)
+            .await?
+            .and_then(|r| r.get::<Option<String>, _>(0)),
+    };
+    sqlx::query("DELETE FROM docs_fts WHERE rowid = ?")
+        .bind(rowid)
+        .execute(&mut *c)
+        .await?;
+    sqlx::query("INSERT INTO docs_fts (rowid, name, content) VALUES (?, ?, ?)")
+        .bind(rowid)
+        .bind(&doc.name)
+        .bind(content.map(str::to_owned).or(kept).unwrap_or_default())
+        .execute(&mut *c)
+        .await?;
+    Ok(())
+}
+
+/// [`Change::Remove`] on `c`: a document and everything below its path.
+async fn remove_in(c: &mut SqliteConnection, space_id: &str, path: &str) -> Result<(), IndexError> {
+    let (from, to) = super::subtree_range(path);
+    // A range of `docs_space_path` (byte order), not a scan of the space's documents.
+    let matching = "space_id = ?1 AND (path = ?2 OR (path >= ?3 AND path < ?4))";
+    // Only constant SQL is pasted together here; every value is bound.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM docs_fts WHERE rowid IN (SELECT rowid FROM docs WHERE {matching})"
+    )))
+    .bind(space_id)
+    .bind(path)
+    .bind(&from)
+    .bind(&to)
+    .execute(&mut *c)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM docs WHERE {matching}"
+    )))
+    .bind(space_id)
+    .bind(path)
+    .bind(&from)
+    .bind(&to)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
 }
 
 fn bind<'q>(
