@@ -1171,6 +1171,37 @@ impl Conn {
 
 pub(crate) const CREATED: &[u16] = &[200, 201, 204];
 
+/// PUTs file `i` for every `i` in `0..count` (at `path(i)`, with `body(i)`) over
+/// [`CONNECTIONS`] connections, connection `c` taking every `i` with `i % CONNECTIONS == c`:
+/// how each section fills a server before it measures.
+pub(crate) async fn put_all<P, B>(
+    addr: SocketAddr,
+    auth: &str,
+    count: usize,
+    path: P,
+    body: B,
+) -> anyhow::Result<()>
+where
+    P: Fn(usize) -> String + Clone + Send + 'static,
+    B: Fn(usize) -> Bytes + Clone + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    for first in 0..CONNECTIONS {
+        let (auth, path, body) = (auth.to_owned(), path.clone(), body.clone());
+        tasks.spawn(async move {
+            let mut c = Conn::open(addr, &auth).await?;
+            for i in (first..count).step_by(CONNECTIONS) {
+                c.call("PUT", &path(i), &[], body(i), CREATED).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.context("a filling task panicked")??;
+    }
+    Ok(())
+}
+
 async fn make_collections(dav: &Dav, auth: &str) -> anyhow::Result<()> {
     let mut c = Conn::open(dav.addr, auth).await?;
     // Trailing slashes: nginx refuses MKCOL on a URI without one.
@@ -1191,21 +1222,15 @@ async fn make_collections(dav: &Dav, auth: &str) -> anyhow::Result<()> {
 /// PROPFIND answer: 207, one response per entry plus the folder, and how many carry an etag.
 async fn populate_listing(dav: &Dav, auth: &str) -> anyhow::Result<String> {
     let body = Bytes::from(vec![b'x'; SMALL]);
-    let mut tasks = tokio::task::JoinSet::new();
-    for first in 0..CONNECTIONS {
-        let (addr, auth, base, body) = (dav.addr, auth.to_owned(), dav.base.clone(), body.clone());
-        tasks.spawn(async move {
-            let mut c = Conn::open(addr, &auth).await?;
-            for i in (first..LISTING).step_by(CONNECTIONS) {
-                let path = format!("{base}bench/list/f{i:04}");
-                c.call("PUT", &path, &[], body.clone(), CREATED).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.context("populating task panicked")??;
-    }
+    let base = dav.base.clone();
+    put_all(
+        dav.addr,
+        auth,
+        LISTING,
+        move |i| format!("{base}bench/list/f{i:04}"),
+        move |_| body.clone(),
+    )
+    .await?;
     let mut c = Conn::open(dav.addr, auth).await?;
     let xml = c
         .call(

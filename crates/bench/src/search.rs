@@ -26,7 +26,6 @@ use http_body_util::{BodyExt as _, Full};
 
 use crate::files::{CREATED, Conn, ms, thousands};
 use crate::process::{self, Server};
-use crate::wrk::CONNECTIONS;
 use crate::{Scratch, Targets};
 
 const USER: &str = "admin";
@@ -182,7 +181,7 @@ fn file_body(i: usize) -> Bytes {
     ))
 }
 
-/// Writes the folders and `files` files over [`CONNECTIONS`] connections.
+/// Writes the folders and `files` files over [`crate::wrk::CONNECTIONS`] connections.
 async fn fill(addr: SocketAddr, auth: &str, files: usize) -> anyhow::Result<()> {
     let mut c = Conn::open(addr, auth).await?;
     c.call("MKCOL", &dav("bench/"), &[], Bytes::new(), &[201])
@@ -197,22 +196,7 @@ async fn fill(addr: SocketAddr, auth: &str, files: usize) -> anyhow::Result<()> 
         )
         .await?;
     }
-    let mut tasks = tokio::task::JoinSet::new();
-    for first in 0..CONNECTIONS {
-        let auth = auth.to_owned();
-        tasks.spawn(async move {
-            let mut c = Conn::open(addr, &auth).await?;
-            for i in (first..files).step_by(CONNECTIONS) {
-                c.call("PUT", &dav(&file_path(i)), &[], file_body(i), CREATED)
-                    .await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.context("a writing task panicked")??;
-    }
-    Ok(())
+    crate::files::put_all(addr, auth, files, |i| dav(&file_path(i)), file_body).await
 }
 
 struct Measured {

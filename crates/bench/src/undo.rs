@@ -222,29 +222,15 @@ fn dav(path: &str) -> String {
 
 /// PUTs `count` small files named `{dir}f{i}` over [`CONNECTIONS`] connections.
 async fn fill(arca: &Arca, dir: &str, count: usize) -> anyhow::Result<()> {
-    let body = Bytes::from_static(b"sixteen bytes..\n");
-    let mut tasks = tokio::task::JoinSet::new();
-    for first in 0..CONNECTIONS {
-        let (addr, auth, dir, body) = (arca.addr, arca.auth.clone(), dir.to_owned(), body.clone());
-        tasks.spawn(async move {
-            let mut c = Conn::open(addr, &auth).await?;
-            for i in (first..count).step_by(CONNECTIONS) {
-                c.call(
-                    "PUT",
-                    &dav(&format!("{dir}f{i}")),
-                    &[],
-                    body.clone(),
-                    CREATED,
-                )
-                .await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.context("a filling task panicked")??;
-    }
-    Ok(())
+    let dir = dir.to_owned();
+    crate::files::put_all(
+        arca.addr,
+        &arca.auth,
+        count,
+        move |i| dav(&format!("{dir}f{i}")),
+        |_| Bytes::from_static(b"sixteen bytes..\n"),
+    )
+    .await
 }
 
 /// A folder of `files` files, deleted in one request and restored in one call: the two times.
