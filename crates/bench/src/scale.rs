@@ -275,16 +275,16 @@ async fn prepare(addr: SocketAddr, auth: &str, base: &str) -> anyhow::Result<()>
         .await?;
     }
     let body = Bytes::from(vec![b'x'; SMALL]);
-    for i in 0..LISTING {
-        c.call(
-            "PUT",
-            &dav(&format!("{base}list/f{i:04}")),
-            &[],
-            body.clone(),
-            CREATED,
-        )
-        .await?;
-    }
+    let list = format!("{base}list/");
+    let listed = body.clone();
+    crate::files::put_all(
+        addr,
+        auth,
+        LISTING,
+        move |i| dav(&format!("{list}f{i:04}")),
+        move |_| listed.clone(),
+    )
+    .await?;
     for pass in ["w", "m"] {
         for t in 0..CONNECTIONS {
             c.call(
