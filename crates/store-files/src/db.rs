@@ -126,35 +126,60 @@ macro_rules! node_cols {
 }
 pub(crate) use node_cols;
 
-pub(crate) fn node_from_row(row: &AnyRow) -> Result<Node, StoreError> {
+/// A result row's columns by position, whichever way it was read: through sqlx
+/// (`AnyRow`) or on the caller's thread (`store::inline_reads`).
+pub(crate) trait Cols {
+    fn text(&self, i: usize) -> Result<String, StoreError>;
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError>;
+    fn int(&self, i: usize) -> Result<i64, StoreError>;
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError>;
+}
+
+impl Cols for AnyRow {
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+}
+
+pub(crate) fn node_from_row(row: &impl Cols) -> Result<Node, StoreError> {
     node_from_row_at(row, 0)
 }
 
 /// [`node_from_row`] for node columns that start at column `base` (after others in a join).
-pub(crate) fn node_from_row_at(row: &AnyRow, base: usize) -> Result<Node, StoreError> {
-    let kind: i64 = row.try_get(base + 4)?;
+pub(crate) fn node_from_row_at(row: &impl Cols, base: usize) -> Result<Node, StoreError> {
+    let kind = row.int(base + 4)?;
     let kind =
         NodeKind::from_db(kind).ok_or_else(|| StoreError::Corrupt(format!("node kind {kind}")))?;
-    let size: i64 = row.try_get(base + 5)?;
-    let sha1: Option<String> = row.try_get(base + 9)?;
-    let md5: Option<String> = row.try_get(base + 10)?;
-    let adler32: Option<String> = row.try_get(base + 11)?;
-    let checksums = match (sha1, md5, adler32) {
+    let size = row.int(base + 5)?;
+    let checksums = match (
+        row.opt_text(base + 9)?,
+        row.opt_text(base + 10)?,
+        row.opt_text(base + 11)?,
+    ) {
         (Some(sha1), Some(md5), Some(adler32)) => Some(Checksums { sha1, md5, adler32 }),
         _ => None,
     };
     Ok(Node {
-        id: row.try_get(base)?,
-        space_id: row.try_get(base + 1)?,
-        parent_id: row.try_get(base + 2)?,
-        name: row.try_get(base + 3)?,
+        id: row.text(base)?,
+        space_id: row.text(base + 1)?,
+        parent_id: row.opt_text(base + 2)?,
+        name: row.text(base + 3)?,
         kind,
         size: u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("node size {size}")))?,
-        mtime: from_ns(row.try_get(base + 6)?),
-        etag: row.try_get(base + 7)?,
-        blob_id: row.try_get(base + 8)?,
+        mtime: from_ns(row.int(base + 6)?),
+        etag: row.text(base + 7)?,
+        blob_id: row.opt_text(base + 8)?,
         checksums,
-        created: from_ns(row.try_get(base + 12)?),
+        created: from_ns(row.int(base + 12)?),
     })
 }
 
@@ -168,24 +193,24 @@ macro_rules! space_cols {
 }
 pub(crate) use space_cols;
 
-pub(crate) fn space_from_row(row: &AnyRow) -> Result<Space, StoreError> {
-    let kind: String = row.try_get(1)?;
+pub(crate) fn space_from_row(row: &impl Cols) -> Result<Space, StoreError> {
+    let kind = row.text(1)?;
     let kind =
         SpaceKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("space kind {kind}")))?;
-    let quota: Option<i64> = row.try_get(4)?;
-    let used: i64 = row.try_get(6)?;
-    let id: String = row.try_get(0)?;
+    let quota = row.opt_int(4)?;
+    let used = row.int(6)?;
+    let id = row.text(0)?;
     Ok(Space {
         root_id: id.clone(),
         id,
         kind,
-        owner: row.try_get(2)?,
-        name: row.try_get(3)?,
+        owner: row.text(2)?,
+        name: row.text(3)?,
         quota: quota.and_then(|q| u64::try_from(q).ok()).filter(|&q| q > 0),
         used: u64::try_from(used).unwrap_or(0),
-        etag: row.try_get(7)?,
-        created: from_ns(row.try_get(5)?),
-        disabled: row.try_get::<Option<i64>, _>(8)?.map(from_ns),
-        empty: row.try_get::<i64, _>(9)? == 0,
+        etag: row.text(7)?,
+        created: from_ns(row.int(5)?),
+        disabled: row.opt_int(8)?.map(from_ns),
+        empty: row.int(9)? == 0,
     })
 }

@@ -5,11 +5,9 @@
 //! carry its source's locks along (§7.7). Expired locks are ignored when read and purged when
 //! a lock is written.
 
-use sqlx::Row as _;
-use sqlx::any::AnyRow;
-
+use crate::db::Cols;
 use crate::ids::now_ms;
-use crate::store::lock_space;
+use crate::store::{Arg, lock_space};
 use crate::{Result, Store, StoreError};
 
 /// An active lock.
@@ -63,31 +61,26 @@ macro_rules! lock_cols {
     };
 }
 
-fn from_row(row: &AnyRow) -> Result<Lock> {
+fn from_row(row: &impl Cols) -> Result<Lock> {
     Ok(Lock {
-        token: row.try_get(0)?,
-        space_id: row.try_get(1)?,
-        root_path: row.try_get(2)?,
-        exclusive: row.try_get::<i64, _>(3)? != 0,
-        deep: row.try_get::<i64, _>(4)? != 0,
-        owner_xml: row.try_get(5)?,
-        holder: row.try_get(6)?,
-        expires_ms: row.try_get(7)?,
+        token: row.text(0)?,
+        space_id: row.text(1)?,
+        root_path: row.text(2)?,
+        exclusive: row.int(3)? != 0,
+        deep: row.int(4)? != 0,
+        owner_xml: row.text(5)?,
+        holder: row.text(6)?,
+        expires_ms: row.int(7)?,
     })
 }
 
 impl Store {
     /// The live locks of a space (few: a handful per space at most in practice).
     pub async fn space_locks(&self, space_id: &str) -> Result<Vec<Lock>> {
-        let mut c = self.read_conn().await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            lock_cols!(),
-            " FROM locks WHERE space_id = $1"
-        ))
-        .bind(space_id)
-        .fetch_all(&mut *c)
-        .await?;
+        const SQL: &str = concat!("SELECT ", lock_cols!(), " FROM locks WHERE space_id = $1");
+        let rows = self
+            .read_rows(SQL, &[Arg::Text(space_id)], usize::MAX)
+            .await?;
         let now = now_ms();
         Ok(rows
             .iter()

@@ -32,12 +32,14 @@ use sqlx::Row;
 
 use crate::blob::{BlobConfig, BlobStore};
 use crate::db::{
-    Db, Dialect, db_size, node_cols, node_from_row, node_from_row_at, space_cols, space_from_row,
+    Cols, Db, Dialect, db_size, node_cols, node_from_row, node_from_row_at, space_cols,
+    space_from_row,
 };
 use crate::ids::{new_id, now_ns};
 use crate::model::{Node, NodeKind, Space, SpaceKind};
 use crate::names::segments;
 use crate::{Result, StoreError};
+pub(crate) use inline_reads::Arg;
 
 pub use bursts::{Burst, BurstRules};
 pub use members::{Member, MemberKind, Role};
@@ -169,6 +171,39 @@ struct Inner {
     inline_reads: Option<inline_reads::InlineReads>,
 }
 
+/// A row of [`Store::read_rows`].
+pub(crate) enum ReadRow {
+    Inline(inline_reads::Row),
+    Pooled(sqlx::any::AnyRow),
+}
+
+impl Cols for ReadRow {
+    fn text(&self, i: usize) -> Result<String> {
+        match self {
+            ReadRow::Inline(r) => r.text(i),
+            ReadRow::Pooled(r) => r.text(i),
+        }
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        match self {
+            ReadRow::Inline(r) => r.opt_text(i),
+            ReadRow::Pooled(r) => r.opt_text(i),
+        }
+    }
+    fn int(&self, i: usize) -> Result<i64> {
+        match self {
+            ReadRow::Inline(r) => r.int(i),
+            ReadRow::Pooled(r) => r.int(i),
+        }
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self {
+            ReadRow::Inline(r) => r.opt_int(i),
+            ReadRow::Pooled(r) => r.opt_int(i),
+        }
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
@@ -271,6 +306,43 @@ impl Store {
         self.db().acquire().await
     }
 
+    /// The rows of the read statement `sql` (at most `max`): on the caller's thread from a
+    /// SQLite file (see `inline_reads`), through the pool otherwise. For the statements every
+    /// request runs; the rest take [`read_conn`](Self::read_conn).
+    pub(crate) async fn read_rows(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        max: usize,
+    ) -> Result<Vec<ReadRow>> {
+        if let Some(reads) = self.inline_reads() {
+            self.db().count_read();
+            let rows = reads.rows(sql, args, max)?;
+            return Ok(rows.into_iter().map(ReadRow::Inline).collect());
+        }
+        let mut c = self.read_conn().await?;
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()));
+        for arg in args {
+            q = match *arg {
+                Arg::Text(t) => q.bind(t),
+            };
+        }
+        let mut rows = Vec::new();
+        let mut stream = q.fetch(&mut *c);
+        while rows.len() < max {
+            match futures::TryStreamExt::try_next(&mut stream).await? {
+                Some(row) => rows.push(ReadRow::Pooled(row)),
+                None => break,
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The first row of [`read_rows`](Self::read_rows), if any.
+    pub(crate) async fn read_row(&self, sql: &str, args: &[Arg<'_>]) -> Result<Option<ReadRow>> {
+        Ok(self.read_rows(sql, args, 1).await?.pop())
+    }
+
     // ---------------------------------------------------------------- spaces
 
     /// The user's personal space, created (with an empty root) on first use. Safe under
@@ -327,15 +399,12 @@ impl Store {
     }
 
     async fn find_personal(&self, owner: &str) -> Result<Option<Space>> {
-        let mut c = self.read_conn().await?;
-        let row = sqlx::query(concat!(
+        const SQL: &str = concat!(
             "SELECT ",
             space_cols!(),
             " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.owner = $1 AND s.kind = 'personal'"
-        ))
-        .bind(owner)
-        .fetch_optional(&mut *c)
-        .await?;
+        );
+        let row = self.read_row(SQL, &[Arg::Text(owner)]).await?;
         row.as_ref().map(space_from_row).transpose()
     }
 
@@ -400,8 +469,11 @@ impl Store {
 
     /// A space by id.
     pub async fn space(&self, id: &str) -> Result<Space> {
-        let mut c = self.read_conn().await?;
-        get_space(&mut c, id).await
+        let row = self.read_row(GET_SPACE, &[Arg::Text(id)]).await?;
+        row.as_ref()
+            .map(space_from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     /// All spaces, or those of one owner.
@@ -483,8 +555,11 @@ impl Store {
 
     /// A node by id.
     pub async fn stat(&self, id: &str) -> Result<Node> {
-        let mut c = self.read_conn().await?;
-        get_node(&mut c, id).await?.ok_or(StoreError::NotFound)
+        let row = self.read_row(GET_NODE, &[Arg::Text(id)]).await?;
+        row.as_ref()
+            .map(node_from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     /// The children of a directory in one query, sorted by name (byte order, the same on every
@@ -549,9 +624,12 @@ impl Store {
 
     /// The child of `dir_id` named `name`.
     pub async fn child(&self, dir_id: &str, name: &str) -> Result<Node> {
-        let mut c = self.read_conn().await?;
-        get_child(&mut c, dir_id, name)
-            .await?
+        let row = self
+            .read_row(GET_CHILD, &[Arg::Text(dir_id), Arg::Text(name)])
+            .await?;
+        row.as_ref()
+            .map(node_from_row)
+            .transpose()?
             .ok_or(StoreError::NotFound)
     }
 
@@ -576,12 +654,12 @@ impl Store {
 
     async fn resolve_uncached(&self, space_id: &str, path: &str) -> Result<Node> {
         let segs = segments(path)?;
-        let mut c = self.read_conn().await?;
         if segs.is_empty() {
-            return get_node(&mut c, space_id)
-                .await?
-                .filter(Node::is_root)
-                .ok_or(StoreError::NotFound);
+            return match self.stat(space_id).await {
+                Ok(root) if root.is_root() => Ok(root),
+                Ok(_) => Err(StoreError::NotFound),
+                Err(e) => Err(e),
+            };
         }
         // A path at most JOIN_SEGMENTS deep in one statement; a deeper one in statements of
         // that many segments each, every one going on from the directory the last one found.
@@ -595,13 +673,13 @@ impl Store {
                 // A file on the way: nothing below it.
                 Some(_) => return Err(StoreError::NotFound),
             };
-            // Safe: the statement is built from constants and the depth; every name is bound.
-            let sql = sqlx::AssertSqlSafe(resolve_sql_from(chunk.len(), i == 0));
-            let mut q = sqlx::query(sql).bind(from);
-            for seg in chunk {
-                q = q.bind(*seg);
-            }
-            let row = q.fetch_optional(&mut *c).await?;
+            // The statement is built from constants and the depth; every name is bound.
+            let sql = resolve_sql_from(chunk.len(), i == 0);
+            let args: Vec<Arg<'_>> = std::iter::once(from)
+                .chain(chunk.iter().copied())
+                .map(Arg::Text)
+                .collect();
+            let row = self.read_row(&sql, &args).await?;
             at = Some(
                 row.as_ref()
                     .map(node_from_row)
@@ -642,14 +720,13 @@ impl Store {
             // Deeper than one statement goes: the general way resolves it piecewise.
             return Ok(None);
         }
-        let mut c = self.read_conn().await?;
-        // Safe: the statement is built from constants and the depth; every value is bound.
-        let sql = sqlx::AssertSqlSafe(resolve_sql(segs.len(), true));
-        let mut q = sqlx::query(sql).bind(owner);
-        for seg in &segs {
-            q = q.bind(*seg);
-        }
-        let Some(row) = q.fetch_optional(&mut *c).await? else {
+        // The statement is built from constants and the depth; every value is bound.
+        let sql = resolve_sql(segs.len(), true);
+        let args: Vec<Arg<'_>> = std::iter::once(owner)
+            .chain(segs.iter().copied())
+            .map(Arg::Text)
+            .collect();
+        let Some(row) = self.read_row(&sql, &args).await? else {
             return Ok(None);
         };
         Ok(Some((
@@ -676,27 +753,26 @@ impl Store {
             // Deeper than one statement goes: the general way resolves it piecewise.
             return Ok(None);
         }
-        let mut c = self.read_conn().await?;
-        // Safe: the statement is built from constants and the depth; every value is bound.
-        let sql = sqlx::AssertSqlSafe(entry_sql(parents.len()));
-        let mut q = sqlx::query(sql).bind(owner);
-        for seg in parents {
-            q = q.bind(*seg);
-        }
-        let Some(row) = q.bind(*name).fetch_optional(&mut *c).await? else {
+        // The statement is built from constants and the depth; every value is bound.
+        let sql = entry_sql(parents.len());
+        let args: Vec<Arg<'_>> = std::iter::once(owner)
+            .chain(parents.iter().copied())
+            .chain(std::iter::once(*name))
+            .map(Arg::Text)
+            .collect();
+        let Some(row) = self.read_row(&sql, &args).await? else {
             return Ok(None);
         };
-        drop(c);
         let parent = node_from_row_at(&row, SPACE_COLS)?;
         if !parent.is_dir() {
             return Ok(None);
         }
         let child_base = SPACE_COLS + NODE_COLS;
-        let child = match row.try_get::<Option<String>, _>(child_base)? {
+        let child = match row.opt_text(child_base)? {
             Some(_) => Some(node_from_row_at(&row, child_base)?),
             None => None,
         };
-        let locks: i64 = row.try_get(child_base + NODE_COLS)?;
+        let locks = row.int(child_base + NODE_COLS)?;
         Ok(Some((space_from_row(&row)?, parent, child, locks > 0)))
     }
 
@@ -704,19 +780,19 @@ impl Store {
     /// trash has none: `NotFound`, as for one that does not exist (whoever holds its id, a
     /// share or a link, reaches nothing until it is restored).
     pub async fn path_of(&self, id: &str) -> Result<String> {
-        let mut c = self.read_conn().await?;
-        live_path(&mut c, id).await?.ok_or(StoreError::NotFound)
+        let rows = self
+            .read_rows(LIVE_PATH, &[Arg::Text(id)], usize::MAX)
+            .await?;
+        path_from_rows(&rows)?.ok_or(StoreError::NotFound)
     }
 
     /// The space of a node (ids of nodes never change space: moves stay inside one).
     async fn space_of(&self, id: &str) -> Result<String> {
-        let mut c = self.read_conn().await?;
-        let row = sqlx::query("SELECT space_id FROM nodes WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *c)
+        let row = self
+            .read_row("SELECT space_id FROM nodes WHERE id = $1", &[Arg::Text(id)])
             .await?;
         match row {
-            Some(row) => Ok(row.try_get(0)?),
+            Some(row) => row.text(0),
             None => Err(StoreError::NotFound),
         }
     }
@@ -985,30 +1061,39 @@ fn entry_sql(depth: usize) -> String {
     sql
 }
 
+/// A space by id.
+const GET_SPACE: &str = concat!(
+    "SELECT ",
+    space_cols!(),
+    " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.id = $1"
+);
+
 pub(crate) async fn get_space(c: &mut AnyConnection, id: &str) -> Result<Space> {
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        space_cols!(),
-        " FROM spaces s JOIN nodes n ON n.id = s.id WHERE s.id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(&mut *c)
-    .await?;
+    let row = sqlx::query(GET_SPACE)
+        .bind(id)
+        .fetch_optional(&mut *c)
+        .await?;
     row.as_ref()
         .map(space_from_row)
         .transpose()?
         .ok_or(StoreError::NotFound)
 }
 
+/// A node by id.
+const GET_NODE: &str = concat!("SELECT ", node_cols!(), " FROM nodes WHERE id = $1");
+
+/// A node by its parent and name.
+const GET_CHILD: &str = concat!(
+    "SELECT ",
+    node_cols!(),
+    " FROM nodes WHERE parent_id = $1 AND name = $2"
+);
+
 pub(crate) async fn get_node(c: &mut AnyConnection, id: &str) -> Result<Option<Node>> {
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        node_cols!(),
-        " FROM nodes WHERE id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(&mut *c)
-    .await?;
+    let row = sqlx::query(GET_NODE)
+        .bind(id)
+        .fetch_optional(&mut *c)
+        .await?;
     row.as_ref().map(node_from_row).transpose()
 }
 
@@ -1017,15 +1102,11 @@ pub(crate) async fn get_child(
     parent_id: &str,
     name: &str,
 ) -> Result<Option<Node>> {
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        node_cols!(),
-        " FROM nodes WHERE parent_id = $1 AND name = $2"
-    ))
-    .bind(parent_id)
-    .bind(name)
-    .fetch_optional(&mut *c)
-    .await?;
+    let row = sqlx::query(GET_CHILD)
+        .bind(parent_id)
+        .bind(name)
+        .fetch_optional(&mut *c)
+        .await?;
     row.as_ref().map(node_from_row).transpose()
 }
 
@@ -1215,17 +1296,22 @@ pub(crate) const LIVE_PATH: &str = "WITH RECURSIVE anc(id, parent_id, name, dept
 /// in the trash (its chain of parents ends at the trash root) or does not exist.
 pub(crate) async fn live_path(c: &mut AnyConnection, id: &str) -> Result<Option<String>> {
     let rows = sqlx::query(LIVE_PATH).bind(id).fetch_all(&mut *c).await?;
+    path_from_rows(&rows)
+}
+
+/// [`LIVE_PATH`]'s rows as the path they spell.
+fn path_from_rows(rows: &[impl Cols]) -> Result<Option<String>> {
     let Some(top) = rows.first() else {
         return Ok(None);
     };
     // The space root's id is the space id; the trash root's is not.
-    if top.try_get::<String, _>(0)? != top.try_get::<String, _>(2)? {
+    if top.text(0)? != top.text(2)? {
         return Ok(None);
     }
     let mut path = String::new();
     for row in rows.iter().skip(1) {
         path.push('/');
-        path.push_str(&row.try_get::<String, _>(1)?);
+        path.push_str(&row.text(1)?);
     }
     if path.is_empty() {
         path.push('/');

@@ -158,6 +158,12 @@ impl Db {
         Arc::clone(self.changes.get_or_insert_with(Default::default))
     }
 
+    /// Counts a read made without a connection of the pool's (a statement run on the caller's
+    /// thread).
+    pub fn count_read(&self) {
+        self.reads.increment(1);
+    }
+
     /// A connection for reading.
     pub async fn acquire(&self) -> Result<ReadConn, StoreError> {
         self.reads.increment(1);
