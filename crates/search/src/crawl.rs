@@ -293,11 +293,15 @@ impl Crawler {
         }
         let mut gone = Vec::new();
         let mut present = Vec::new();
+        let mut known_all = {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.index.known(&ids).await?
+        };
         for id in ids {
             if self.stop.is_cancelled() {
                 return Ok(Some(Walk::Stopped));
             }
-            let known = self.index.known(&id).await?;
+            let known = known_all.remove(&id);
             let node = arca_proto::storage_client(self.storage.clone())
                 .stat(self.as_service(StatRequest {
                     r#ref: Some(Ref {

@@ -121,6 +121,10 @@ pub enum Index {
 }
 
 /// Runs the same method on whichever index this is.
+/// Ids looked up by one statement of [`Index::known`] at most (one bound value each: well
+/// under either database's limit).
+const KNOWN_CHUNK: usize = 256;
+
 macro_rules! each {
     ($self:ident . $method:ident ( $($arg:expr),* )) => {
         match $self {
@@ -191,9 +195,14 @@ impl Index {
         each!(self.children(parent_id))
     }
 
-    /// What the index holds of one node (its etag, path and kind), if indexed.
-    pub async fn known(&self, id: &str) -> Result<Option<Known>, IndexError> {
-        each!(self.known(id))
+    /// What the index holds of the nodes `ids` (their etags, paths and kinds), by id: those
+    /// not indexed are missing. A few statements for any number of ids, not one each.
+    pub async fn known(&self, ids: &[&str]) -> Result<HashMap<String, Known>, IndexError> {
+        let mut known = HashMap::new();
+        for chunk in ids.chunks(KNOWN_CHUNK) {
+            known.extend(each!(self.known(chunk))?);
+        }
+        Ok(known)
     }
 
     /// Where a node is: its space and path, if indexed.
@@ -328,19 +337,7 @@ macro_rules! common_statements {
                 .bind(parent_id)
                 .fetch_all(&self.pool)
                 .await?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (
-                        r.get::<String, _>(0),
-                        Known {
-                            etag: r.get(1),
-                            path: r.get(2),
-                            is_dir: r.get::<i64, _>(3) != 0,
-                        },
-                    )
-                })
-                .collect())
+            Ok(rows.iter().map(known_of).collect())
         }
 
         /// [`Index::apply`]; `upsert_in` and `remove_in` are the backend module's own.
@@ -377,16 +374,28 @@ macro_rules! common_statements {
             Ok(())
         }
 
-        pub(super) async fn known(&self, id: &str) -> Result<Option<Known>, IndexError> {
-            let row = sqlx::query("SELECT etag, path, is_dir FROM docs WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-            Ok(row.map(|r| Known {
-                etag: r.get(0),
-                path: r.get(1),
-                is_dir: r.get::<i64, _>(2) != 0,
-            }))
+        pub(super) async fn known(
+            &self,
+            ids: &[&str],
+        ) -> Result<HashMap<String, Known>, IndexError> {
+            if ids.is_empty() {
+                return Ok(HashMap::new());
+            }
+            let mut sql = String::from("SELECT id, etag, path, is_dir FROM docs WHERE id IN (");
+            for i in 1..=ids.len() {
+                if i > 1 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("${i}"));
+            }
+            sql.push(')');
+            // Built from constants and the number of ids; every id is bound.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for id in ids {
+                query = query.bind(*id);
+            }
+            let rows = query.fetch_all(&self.pool).await?;
+            Ok(rows.iter().map(known_of).collect())
         }
 
         pub(super) async fn locate(&self, id: &str) -> Result<Option<(String, String)>, IndexError> {
@@ -503,6 +512,22 @@ fn search_sql(dialect: Dialect, expr: &Expr, reach: &[Reach], order: Order) -> (
         order.sql(dialect)
     );
     (sql, binds)
+}
+
+/// A row of `id, etag, path, is_dir` as what the index holds of that node (either
+/// database's).
+fn known_of<R: sqlx::Row>(r: &R) -> (String, Known)
+where
+    usize: sqlx::ColumnIndex<R>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    let known = Known {
+        etag: r.get(1),
+        path: r.get(2),
+        is_dir: r.get::<i64, _>(3) != 0,
+    };
+    (r.get(0), known)
 }
 
 /// A row of [`search_sql`]'s statement as a hit (either database's).

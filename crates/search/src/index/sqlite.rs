@@ -16,7 +16,7 @@ use sqlx::{Row as _, Sqlite};
 
 use super::{
     Bind, Change, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit,
-    search_sql,
+    known_of, search_sql,
 };
 use crate::kql::Expr;
 
