@@ -121,9 +121,18 @@ pub enum Index {
 }
 
 /// Runs the same method on whichever index this is.
-/// Ids looked up by one statement of [`Index::known`] at most (one bound value each: well
-/// under either database's limit).
-const KNOWN_CHUNK: usize = 256;
+/// How many of `n` values each statement of a run takes: greedily 64, 16, 4 or 1. A
+/// statement's text grows with its values, and each text is prepared (parsed and planned)
+/// once and then kept by the connection: four shapes stay prepared, where a statement for
+/// every count would be prepared anew nearly every time (measured: 2-7% of the server's CPU
+/// under a PUT load, more than the round trips it saved).
+fn chunk_sizes(mut n: usize) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let size = [64, 16, 4, 1].into_iter().find(|&s| s <= n)?;
+        n -= size;
+        Some(size)
+    })
+}
 
 macro_rules! each {
     ($self:ident . $method:ident ( $($arg:expr),* )) => {
@@ -199,8 +208,10 @@ impl Index {
     /// not indexed are missing. A few statements for any number of ids, not one each.
     pub async fn known(&self, ids: &[&str]) -> Result<HashMap<String, Known>, IndexError> {
         let mut known = HashMap::new();
-        for chunk in ids.chunks(KNOWN_CHUNK) {
-            known.extend(each!(self.known(chunk))?);
+        let mut from = 0;
+        for n in chunk_sizes(ids.len()) {
+            known.extend(each!(self.known(&ids[from..from + n]))?);
+            from += n;
         }
         Ok(known)
     }
@@ -343,15 +354,23 @@ macro_rules! common_statements {
         /// [`Index::apply`]; `upsert_in` and `remove_in` are the backend module's own.
         pub(super) async fn apply(&self, changes: &[Change]) -> Result<(), IndexError> {
             let mut tx = self.pool.begin().await?;
+            // Upserts in a row go to the backend together (SQLite writes them a few
+            // statements per run, not a few per document); the order of the changes holds.
+            let mut upserts: Vec<(&Doc, Option<&str>)> = Vec::new();
             for change in changes {
+                if let Change::Upsert { doc, content } = change {
+                    upserts.push((doc, content.as_deref()));
+                    continue;
+                }
+                upsert_all_in(&mut tx, &upserts).await?;
+                upserts.clear();
                 match change {
-                    Change::Upsert { doc, content } => {
-                        upsert_in(&mut tx, doc, content.as_deref()).await?;
-                    }
                     Change::Refresh(doc) => Self::refresh_in(&mut tx, doc).await?,
                     Change::Remove { space_id, path } => remove_in(&mut tx, space_id, path).await?,
+                    Change::Upsert { .. } => {}
                 }
             }
+            upsert_all_in(&mut tx, &upserts).await?;
             tx.commit().await?;
             Ok(())
         }
@@ -874,6 +893,65 @@ mod tests {
                 .1,
             0
         );
+        Ok(())
+    }
+
+    /// One `apply` of many upserts (more than a statement takes, one id twice, some keeping
+    /// their content) indexes each as its own upsert would.
+    #[tokio::test]
+    async fn a_long_run_of_upserts_is_applied_in_order() -> Result<(), IndexError> {
+        on_both(long_run).await
+    }
+
+    async fn long_run(index: Index) -> Result<(), IndexError> {
+        index
+            .upsert(&doc("p$s!k", "/k.txt", "k.txt"), Some("kept words"))
+            .await?;
+        let mut changes: Vec<Change> = (0..600)
+            .map(|i| Change::Upsert {
+                doc: doc(
+                    &format!("p$s!{i}"),
+                    &format!("/f{i}.txt"),
+                    &format!("f{i}.txt"),
+                ),
+                content: Some(format!("text n{i}x")),
+            })
+            .collect();
+        // Renamed without new content: keeps its text.
+        changes.insert(
+            300,
+            Change::Upsert {
+                doc: doc("p$s!k", "/k2.txt", "k2.txt"),
+                content: None,
+            },
+        );
+        // The same id again later in the run: the later one wins.
+        changes.push(Change::Upsert {
+            doc: doc("p$s!7", "/seven.txt", "seven.txt"),
+            content: Some("changed".into()),
+        });
+        index.apply(&changes).await?;
+        let all = [Reach {
+            space_id: "p$s".into(),
+            below: None,
+        }];
+        let count = |s: &'static str| {
+            let index = &index;
+            let all = &all;
+            async move {
+                let expr = crate::kql::parse(s)
+                    .map_err(|e| IndexError(sqlx::Error::Protocol(e.to_string())))?;
+                Ok::<u64, IndexError>(index.search(&expr, all, Order::Relevance, 10).await?.1)
+            }
+        };
+        assert_eq!(count("content:n599x").await?, 1);
+        assert_eq!(count("content:n255x").await?, 1);
+        assert_eq!(count("content:n256x").await?, 1);
+        assert_eq!(count("content:\"kept words\" AND name:k2.txt").await?, 1);
+        assert_eq!(count("name:k.txt").await?, 0);
+        assert_eq!(count("name:seven.txt AND content:changed").await?, 1);
+        assert_eq!(count("content:n7x").await?, 0);
+        assert_eq!(count("name:f7.txt").await?, 0);
         Ok(())
     }
 

@@ -141,6 +141,17 @@ impl PgIndex {
     }
 }
 
+/// A run of [`Change::Upsert`]s on `c`, one statement each.
+async fn upsert_all_in(
+    c: &mut PgConnection,
+    docs: &[(&Doc, Option<&str>)],
+) -> Result<(), IndexError> {
+    for (doc, content) in docs {
+        upsert_in(c, doc, *content).await?;
+    }
+    Ok(())
+}
+
 /// [`Change::Upsert`] on `c` (the content kept when `content` is `None`).
 async fn upsert_in(
     c: &mut PgConnection,

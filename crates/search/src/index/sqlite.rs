@@ -113,45 +113,132 @@ impl SqliteIndex {
     }
 }
 
-/// [`Change::Upsert`] on `c`: the document's row, and its FTS row replaced (the content kept
-/// when `content` is `None`).
-async fn upsert_in(
+/// A run of [`Change::Upsert`]s on `c`: the documents' rows, and their FTS rows replaced (the
+/// content kept where it is `None`), four statements for up to 64 documents
+/// ([`super::chunk_sizes`]) — on the connection's worker thread each statement is a round
+/// trip, and a crawl of a folder or a hint's nodes writes hundreds at once. A document named
+/// twice in a run is written in order (the run is cut there).
+async fn upsert_all_in(
     c: &mut SqliteConnection,
-    doc: &Doc,
-    content: Option<&str>,
+    docs: &[(&Doc, Option<&str>)],
 ) -> Result<(), IndexError> {
-    let rowid: i64 =
-        super::bind_doc!(sqlx::query(
+    let mut start = 0;
+    while start < docs.len() {
+        let mut seen = std::collections::HashSet::new();
+        let mut end = start;
+        while end < docs.len() && seen.insert(docs[end].0.id.as_str()) {
+            end += 1;
+        }
+        let mut from = start;
+        for n in super::chunk_sizes(end - start) {
+            upsert_chunk(c, &docs[from..from + n]).await?;
+            from += n;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+/// `$first, $first+1, …` for `n` values, as one `VALUES` tuple.
+fn tuple(first: usize, n: usize) -> String {
+    let params: Vec<String> = (first..first + n).map(|i| format!("${i}")).collect();
+    format!("({})", params.join(", "))
+}
+
+/// [`upsert_all_in`] for documents of distinct ids.
+async fn upsert_chunk(
+    c: &mut SqliteConnection,
+    docs: &[(&Doc, Option<&str>)],
+) -> Result<(), IndexError> {
+    const COLS: usize = 11;
+    if docs.is_empty() {
+        return Ok(());
+    }
+    // Only placeholders are pasted together here; every value is bound.
+    let values: Vec<String> = (0..docs.len()).map(|i| tuple(i * COLS + 1, COLS)).collect();
+    let sql = format!(
         "INSERT INTO docs (id, space_id, parent_id, path, name, is_dir, size, mtime_ns, etag,
                            mime, owner_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         VALUES {}
          ON CONFLICT (id) DO UPDATE SET space_id = excluded.space_id,
             parent_id = excluded.parent_id, path = excluded.path, name = excluded.name,
             is_dir = excluded.is_dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
             etag = excluded.etag, mime = excluded.mime, owner_id = excluded.owner_id
-         RETURNING rowid",
-    ), doc)
-        .fetch_one(&mut *c)
+         RETURNING id, rowid",
+        values.join(", ")
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (doc, _) in docs {
+        q = super::bind_doc!(q, doc);
+    }
+    let rowids: HashMap<String, i64> = q
+        .fetch_all(&mut *c)
         .await?
-        .get(0);
-    let kept: Option<String> = match content {
-        Some(_) => None,
-        None => sqlx::query("SELECT content FROM docs_fts WHERE rowid = ?")
-            .bind(rowid)
-            .fetch_optional(&mut *c)
-            .await?
-            .and_then(|r| r.get::<Option<String>, _>(0)),
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let rowid_of = |doc: &Doc| {
+        rowids.get(&doc.id).copied().ok_or_else(|| {
+            IndexError(sqlx::Error::Protocol(format!(
+                "no row came back for {}",
+                doc.id
+            )))
+        })
     };
-    sqlx::query("DELETE FROM docs_fts WHERE rowid = ?")
-        .bind(rowid)
-        .execute(&mut *c)
-        .await?;
-    sqlx::query("INSERT INTO docs_fts (rowid, name, content) VALUES (?, ?, ?)")
-        .bind(rowid)
-        .bind(&doc.name)
-        .bind(content.map(str::to_owned).or(kept).unwrap_or_default())
-        .execute(&mut *c)
-        .await?;
+    let all: Vec<i64> = docs
+        .iter()
+        .map(|(doc, _)| rowid_of(doc))
+        .collect::<Result<_, _>>()?;
+    // What the documents without new content keep of their indexed text.
+    let keep: Vec<i64> = docs
+        .iter()
+        .zip(&all)
+        .filter(|((_, content), _)| content.is_none())
+        .map(|(_, rowid)| *rowid)
+        .collect();
+    let mut kept: HashMap<i64, String> = HashMap::new();
+    if !keep.is_empty() {
+        let mut from = 0;
+        for n in super::chunk_sizes(keep.len()) {
+            let sql = format!(
+                "SELECT rowid, content FROM docs_fts WHERE rowid IN {}",
+                tuple(1, n)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for rowid in &keep[from..from + n] {
+                q = q.bind(*rowid);
+            }
+            for r in q.fetch_all(&mut *c).await? {
+                if let Some(text) = r.get::<Option<String>, _>(1) {
+                    kept.insert(r.get(0), text);
+                }
+            }
+            from += n;
+        }
+    }
+    let sql = format!(
+        "DELETE FROM docs_fts WHERE rowid IN {}",
+        tuple(1, all.len())
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for rowid in &all {
+        q = q.bind(*rowid);
+    }
+    q.execute(&mut *c).await?;
+    let values: Vec<String> = (0..docs.len()).map(|i| tuple(i * 3 + 1, 3)).collect();
+    let sql = format!(
+        "INSERT INTO docs_fts (rowid, name, content) VALUES {}",
+        values.join(", ")
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for ((doc, content), rowid) in docs.iter().zip(&all) {
+        let text = match content {
+            Some(text) => (*text).to_owned(),
+            None => kept.remove(rowid).unwrap_or_default(),
+        };
+        q = q.bind(*rowid).bind(&doc.name).bind(text);
+    }
+    q.execute(&mut *c).await?;
     Ok(())
 }
 
