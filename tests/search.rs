@@ -712,8 +712,8 @@ async fn moved_folders_and_renamed_files_are_found_where_they_are_now() -> anyho
 /// Writes of single nodes (a PUT, an overwrite, a MKCOL, a DELETE) reach the index through
 /// hints that name the node, each looked at alone: a new folder is walked with what it holds,
 /// an overwrite of a file whose content is not read refreshes its size in place, a deleted
-/// folder leaves with its subtree. No round runs meanwhile (INTERVAL), so each of these is the
-/// hint's doing.
+/// folder leaves with its subtree, a copied folder is walked, a file moved over another
+/// replaces it. No round runs meanwhile (INTERVAL), so each of these is the hint's doing.
 #[tokio::test]
 async fn single_writes_are_indexed_node_by_node() -> anyhow::Result<()> {
     let dir = TempDir::new();
@@ -792,6 +792,39 @@ async fn single_writes_are_indexed_node_by_node() -> anyhow::Result<()> {
     .await?;
     until_found(a, &admin, "content:words", &["a.txt", "again.txt"]).await?;
     assert_eq!(found(a, &admin, "sub").await?, ["sub"]);
+
+    // A folder copied: the copy is walked, its file found under it (two again.txt now); a
+    // file moved over another replaces it in the index (one c.txt, with a.txt's text).
+    put(a, "/remote.php/webdav/team/c.txt", &admin, "gamma text").await?;
+    until_found(a, &admin, "content:gamma", &["c.txt"]).await?;
+    let host = format!("http://{a}");
+    for (method, from, to) in [
+        ("COPY", "team/sub", "team/copied"),
+        ("MOVE", "team/a.txt", "team/c.txt"),
+    ] {
+        let destination = format!("{host}/remote.php/webdav/{to}");
+        let r = send(
+            a,
+            method,
+            &format!("/remote.php/webdav/{from}"),
+            &[auth(&admin), ("destination", destination.as_str())],
+            "",
+        )
+        .await?;
+        assert!(
+            r.status == 201 || r.status == 204,
+            "{method} {from}: {}",
+            r.text()
+        );
+    }
+    until_found(a, &admin, "content:again", &["again.txt", "again.txt"]).await?;
+    let r = report(a, "/remote.php/dav/spaces/", &admin, "content:again", 10).await?;
+    let text = r.text();
+    assert!(text.contains("/team/copied/again.txt</d:href>"), "{text}");
+    until_found(a, &admin, "content:omega", &["c.txt"]).await?;
+    assert_eq!(found(a, &admin, "c.txt").await?, ["c.txt"]);
+    assert!(found(a, &admin, "a.txt").await?.is_empty());
+    assert!(found(a, &admin, "content:gamma").await?.is_empty());
     server.stop().await?;
     Ok(())
 }

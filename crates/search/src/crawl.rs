@@ -278,9 +278,9 @@ impl Crawler {
     /// space must be looked at whole instead (never indexed, or disabled). The space's
     /// recorded etag stays: the next round walks it, and finds what was done here done.
     ///
-    /// A folder new at its path is not walked: a node hint names a folder only when it was
-    /// made (empty) or removed, and whatever is written into it later is hinted by its own id
-    /// (a move, a copy or a restore, which bring folders with contents, hint the whole space).
+    /// A folder new at its path (made, moved here, copied here) is walked once its own
+    /// document is written: a moved one's subtree went with its old path, a copied one brings
+    /// contents no hint names. A new empty folder costs one listing of nothing.
     async fn look_at_nodes(
         &self,
         space_id: &str,
@@ -319,6 +319,7 @@ impl Crawler {
                 Err(s) => return Err(s.into()),
             }
         }
+        let mut walks = Vec::new();
         let mut changes: Vec<Change> = gone
             .into_iter()
             .map(|k| Change::Remove {
@@ -339,10 +340,18 @@ impl Crawler {
                     path: k.path.clone(),
                 });
             }
+            if moved && node.is_dir {
+                walks.push((node.id.clone(), node.path.clone()));
+            }
             changes.push(self.change_for(&node, known.as_ref()).await);
             self.flush_full(&mut changes).await?;
         }
         self.index.apply(&changes).await?;
+        for (folder_id, path) in walks {
+            if let Walk::Stopped = self.walk_from(space_id, &folder_id, &path).await? {
+                return Ok(Some(Walk::Stopped));
+            }
+        }
         Ok(Some(Walk::Done))
     }
 

@@ -10,8 +10,10 @@
 //! A write of one node (a file written, a folder made, something removed) marks that node
 //! ([`Changes::mark_node`]) and the hint names it: the crawler then looks at those nodes, not
 //! at every changed folder, whose listing grows with the folder (a PUT into a folder of
-//! 100,000 files would have it list 100,000 entries). A move, a copy, a restore and anything
-//! past [`MAX_NODES`] per gap mark the whole space, which the crawler walks by etags as before.
+//! 100,000 files would have it list 100,000 entries). A move or a copy marks the node moved or
+//! made and the one it replaced (the crawler walks a folder new at its path); a restore and
+//! anything past [`MAX_NODES`] per gap mark the whole space, which the crawler walks by etags
+//! as before.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

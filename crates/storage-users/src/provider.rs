@@ -860,13 +860,21 @@ impl Storage for Provider {
             .await?;
         self.check_locks(who, &space.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
-        let replaced = self.store.child(&parent.id, &name).await.is_ok();
+        let replaced = self.store.child(&parent.id, &name).await.ok();
         let moved = self
             .store
             .move_node(&node.id, &parent.id, &name, r.overwrite)
             .await
             .map_err(|e| e.status())?;
-        self.changed(&space.id);
+        // The crawler looks at the node moved (and walks it when a folder) and at the one it
+        // replaced (gone from its path), not at the whole space. A file moved over a file may
+        // live on under the replaced one's id: the source's id is named too (then gone).
+        self.changed_node(&space.id, &node.id);
+        self.changed_node(&space.id, &moved.id);
+        if let Some(replaced) = &replaced {
+            self.changed_node(&space.id, &replaced.id);
+        }
+        let replaced = replaced.is_some();
         // Locks stay with URLs, not resources (RFC 4918 §7.7): the source's go away.
         self.store
             .remove_locks_within(&space.id, &src_path)
@@ -887,13 +895,18 @@ impl Storage for Provider {
             .await?;
         self.check_locks(who, &dspace.id, &path, Touch::Subtree, &r.lock_tokens)
             .await?;
-        let replaced = self.store.child(&parent.id, &name).await.is_ok();
+        let replaced = self.store.child(&parent.id, &name).await.ok();
         let copied = self
             .store
             .copy_node(&node.id, &parent.id, &name, r.overwrite, r.recursive)
             .await
             .map_err(|e| e.status())?;
-        self.changed(&dspace.id);
+        // As for a move: the copy (walked when a folder) and what it replaced.
+        self.changed_node(&dspace.id, &copied.id);
+        if let Some(replaced) = &replaced {
+            self.changed_node(&dspace.id, &replaced.id);
+        }
+        let replaced = replaced.is_some();
         Ok(Response::new(CopyResponse {
             node: Some(self.node_message(&copied, path, &dspace.owner)),
             replaced,
