@@ -130,6 +130,26 @@ async fn found(a: &str, who: &str, pattern: &str) -> anyhow::Result<Vec<String>>
     Ok(names(&r.text()))
 }
 
+/// A WebDAV MOVE or COPY of `from` to `to` (paths below `who`'s files) that must succeed.
+async fn transfer(a: &str, who: &str, method: &str, from: &str, to: &str) -> anyhow::Result<()> {
+    let destination = format!("http://{a}/remote.php/webdav/{to}");
+    let r = send(
+        a,
+        method,
+        &format!("/remote.php/webdav/{from}"),
+        &[auth(who), ("destination", destination.as_str())],
+        "",
+    )
+    .await?;
+    anyhow::ensure!(
+        r.status == 201 || r.status == 204,
+        "{method} {from}: {} {}",
+        r.status,
+        r.text()
+    );
+    Ok(())
+}
+
 /// Waits until searching `pattern` as `who` finds exactly `want`.
 async fn until_found(a: &str, who: &str, pattern: &str, want: &[&str]) -> anyhow::Result<()> {
     let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
@@ -676,25 +696,11 @@ async fn moved_folders_and_renamed_files_are_found_where_they_are_now() -> anyho
     put(a, "/remote.php/webdav/loose.txt", &admin, "loose words").await?;
     until_found(a, &admin, "content:words", &["inner.txt", "loose.txt"]).await?;
 
-    let host = format!("http://{a}");
     for (from, to) in [
         ("proj", "archive-2024"),
         ("loose.txt", "archive-2024/tidy.txt"),
     ] {
-        let destination = format!("{host}/remote.php/webdav/{to}");
-        let r = send(
-            a,
-            "MOVE",
-            &format!("/remote.php/webdav/{from}"),
-            &[auth(&admin), ("destination", destination.as_str())],
-            "",
-        )
-        .await?;
-        assert!(
-            r.status == 201 || r.status == 204,
-            "MOVE {from}: {}",
-            r.text()
-        );
+        transfer(a, &admin, "MOVE", from, to).await?;
     }
     until_found(a, &admin, "content:words", &["inner.txt", "tidy.txt"]).await?;
     let r = report(a, "/remote.php/dav/spaces/", &admin, "inner", 10).await?;
@@ -797,26 +803,8 @@ async fn single_writes_are_indexed_node_by_node() -> anyhow::Result<()> {
     // file moved over another replaces it in the index (one c.txt, with a.txt's text).
     put(a, "/remote.php/webdav/team/c.txt", &admin, "gamma text").await?;
     until_found(a, &admin, "content:gamma", &["c.txt"]).await?;
-    let host = format!("http://{a}");
-    for (method, from, to) in [
-        ("COPY", "team/sub", "team/copied"),
-        ("MOVE", "team/a.txt", "team/c.txt"),
-    ] {
-        let destination = format!("{host}/remote.php/webdav/{to}");
-        let r = send(
-            a,
-            method,
-            &format!("/remote.php/webdav/{from}"),
-            &[auth(&admin), ("destination", destination.as_str())],
-            "",
-        )
-        .await?;
-        assert!(
-            r.status == 201 || r.status == 204,
-            "{method} {from}: {}",
-            r.text()
-        );
-    }
+    transfer(a, &admin, "COPY", "team/sub", "team/copied").await?;
+    transfer(a, &admin, "MOVE", "team/a.txt", "team/c.txt").await?;
     until_found(a, &admin, "content:again", &["again.txt", "again.txt"]).await?;
     let r = report(a, "/remote.php/dav/spaces/", &admin, "content:again", 10).await?;
     let text = r.text();

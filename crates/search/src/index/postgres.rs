@@ -181,8 +181,11 @@ async fn upsert_in(
 /// [`Change::Remove`] on `c`: a document and everything below its path.
 async fn remove_in(c: &mut PgConnection, space_id: &str, path: &str) -> Result<(), IndexError> {
     let (from, to) = super::subtree_range(path);
+    // Both conditions in the index's collation, so either can be an index condition of
+    // `docs_space_path_c` (a plain `path = $2` is in the database's, which that index does
+    // not answer); equality is the same in either.
     sqlx::query(
-        "DELETE FROM docs WHERE space_id = $1 AND (path = $2
+        "DELETE FROM docs WHERE space_id = $1 AND (path COLLATE \"C\" = $2
            OR (path COLLATE \"C\" >= $3 AND path COLLATE \"C\" < $4))",
     )
     .bind(space_id)
