@@ -250,25 +250,19 @@ async fn remove_in(c: &mut SqliteConnection, space_id: &str, path: &str) -> Resu
     // scanned every document of it (a removal in a home of 100,000 files read them all).
     let matching = "rowid IN (SELECT rowid FROM docs WHERE space_id = ?1 AND path = ?2 \
          UNION ALL SELECT rowid FROM docs WHERE space_id = ?1 AND path >= ?3 AND path < ?4)";
-    // Only constant SQL is pasted together here; every value is bound.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM docs_fts WHERE {matching}"
-    )))
-    .bind(space_id)
-    .bind(path)
-    .bind(&from)
-    .bind(&to)
-    .execute(&mut *c)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM docs WHERE {matching}"
-    )))
-    .bind(space_id)
-    .bind(path)
-    .bind(&from)
-    .bind(&to)
-    .execute(&mut *c)
-    .await?;
+    // The text rows first: they are found through the documents' rows.
+    for table in ["docs_fts", "docs"] {
+        // Only constant SQL is pasted together here; every value is bound.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE {matching}"
+        )))
+        .bind(space_id)
+        .bind(path)
+        .bind(&from)
+        .bind(&to)
+        .execute(&mut *c)
+        .await?;
+    }
     Ok(())
 }
 
