@@ -121,6 +121,12 @@ pub enum Index {
 }
 
 /// Runs the same method on whichever index this is.
+/// `($first, $first+1, …)` for `n` values: a `VALUES` tuple or an `IN` list.
+fn tuple(first: usize, n: usize) -> String {
+    let params: Vec<String> = (first..first + n).map(|i| format!("${i}")).collect();
+    format!("({})", params.join(", "))
+}
+
 /// How many of `n` values each statement of a run takes: greedily 64, 16, 4 or 1. A
 /// statement's text grows with its values, and each text is prepared (parsed and planned)
 /// once and then kept by the connection: four shapes stay prepared, where a statement for
@@ -400,14 +406,10 @@ macro_rules! common_statements {
             if ids.is_empty() {
                 return Ok(HashMap::new());
             }
-            let mut sql = String::from("SELECT id, etag, path, is_dir FROM docs WHERE id IN (");
-            for i in 1..=ids.len() {
-                if i > 1 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&format!("${i}"));
-            }
-            sql.push(')');
+            let sql = format!(
+                "SELECT id, etag, path, is_dir FROM docs WHERE id IN {}",
+                tuple(1, ids.len())
+            );
             // Built from constants and the number of ids; every id is bound.
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for id in ids {

@@ -19,7 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::{
     Bind, Change, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit,
-    known_of, search_sql,
+    known_of, search_sql, tuple,
 };
 use crate::kql::Expr;
 

@@ -16,7 +16,7 @@ use sqlx::{Row as _, Sqlite};
 
 use super::{
     Bind, Change, Dialect, Doc, Hit, IndexError, Known, Order, Reach, common_statements, hit,
-    known_of, search_sql,
+    known_of, search_sql, tuple,
 };
 use crate::kql::Expr;
 
@@ -137,12 +137,6 @@ async fn upsert_all_in(
         start = end;
     }
     Ok(())
-}
-
-/// `$first, $first+1, …` for `n` values, as one `VALUES` tuple.
-fn tuple(first: usize, n: usize) -> String {
-    let params: Vec<String> = (first..first + n).map(|i| format!("${i}")).collect();
-    format!("({})", params.join(", "))
 }
 
 /// [`upsert_all_in`] for documents of distinct ids.
